@@ -1,0 +1,1 @@
+"""specdec_core: exact speculative decoding on PyTorch + transformers. See README.md for what each file owns."""

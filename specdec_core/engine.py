@@ -1,0 +1,143 @@
+"""The round loop: propose -> verify all proposals in one target forward -> accept -> roll back KV -> tell the drafter.
+
+`generate` yields one `Round` per loop; an empty draft makes a round one step of plain autoregressive decoding, so
+the baseline and every drafter run through the same target, cache and sampling code.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import torch
+
+from .config import ConfigError, GenerationConfig
+from .drafters.base import Draft, DraftContext, Drafter, NoDrafter
+from .kv import crop, new_cache
+from .lm import LanguageModel
+from .sampling import logits_to_probs
+from .schedule import DraftLengthSchedule
+from .trace import Round, TopK
+from .verify import Verdict, verify_greedy, verify_sampling
+
+TOP_K_RECORDED = 8
+
+
+def make_generator(seed: int, device: torch.device) -> torch.Generator:
+    """The request's single source of randomness, seeded once."""
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def top_k(probs: torch.Tensor, k: int = TOP_K_RECORDED) -> TopK:
+    values, ids = torch.topk(probs, min(k, probs.shape[-1]))
+    return TopK(ids.tolist(), [round(v, 6) for v in values.tolist()])
+
+
+class Clock:
+    """Wall-clock seconds, waiting for queued CUDA work so a phase is charged for its own kernels."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def __call__(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+
+class SpeculativeEngine:
+    def __init__(self, target: LanguageModel, drafter: Drafter | None = None, eos_token_ids: tuple[int, ...] = ()):
+        self.target = target
+        self.drafter = drafter or NoDrafter()
+        self.eos = frozenset(eos_token_ids)
+        self.clock = Clock(target.device)
+
+    def generate(self, prompt_ids: list[int], config: GenerationConfig) -> Iterator[Round]:
+        """Yield rounds until EOS, max_new_tokens or the context limit. Greedy output equals plain greedy decoding;
+        sampled output is distributed exactly as sampling from the target."""
+        if not prompt_ids:
+            raise ConfigError("the prompt is empty")
+        if len(prompt_ids) >= self.target.max_positions:
+            raise ConfigError(f"the prompt has {len(prompt_ids)} tokens; the model's limit is {self.target.max_positions}")
+        generator = make_generator(config.seed, self.target.device)
+        schedule = DraftLengthSchedule(config.draft)
+        tokens = list(prompt_ids)
+        cache = new_cache()
+        t0 = self.clock()
+        if len(tokens) > 1:
+            self.target.forward(tokens[:-1], cache)  # the cache holds every committed token but the last
+        prefill = self.clock() - t0
+        last_hidden = None
+        produced = 0
+        index = 0
+        while True:
+            remaining = config.max_new_tokens - produced
+            room = self.target.max_positions - len(tokens)
+            # 1. Propose: at most what still fits (the target always adds one token of its own).
+            limit = max(0, min(schedule.length, remaining - 1, room - 1))
+            t0 = self.clock()
+            draft = self.drafter.propose(
+                DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold, last_hidden)
+            )
+            t1 = self.clock()
+            # 2. One target forward over the last committed token and every draft token.
+            out = self.target.forward([tokens[-1], *draft.tokens], cache)
+            p_target = logits_to_probs(out.logits, config.sampling)
+            # 3. Verify (greedy or exact speculative sampling), written once in verify.py.
+            verdict = self._verify(draft, p_target, config, generator)
+            t2 = self.clock()
+            # 4. Commit accepted tokens + correction/bonus, cut at EOS and max_new_tokens; crop the cache to match.
+            new = [*draft.tokens[: verdict.num_accepted], verdict.next_token][:remaining]
+            finished = None
+            for i, token in enumerate(new):
+                if token in self.eos:
+                    new, finished = new[: i + 1], "eos"
+                    break
+            tokens.extend(new)
+            produced += len(new)
+            crop(cache, len(tokens) - 1)
+            last_hidden = out.hidden[verdict.num_accepted]
+            if finished is None and produced >= config.max_new_tokens:
+                finished = "length"
+            if finished is None and len(tokens) >= self.target.max_positions:
+                finished = "context"
+            # 5. Tell the drafter and the length schedule how it went; record the round.
+            self.drafter.observe(verdict.num_accepted)
+            schedule.update(len(draft.tokens), verdict.num_accepted)
+            yield self._round(index, limit, draft, p_target, verdict, new, t1 - t0, t2 - t1,
+                              prefill if index == 0 else 0.0, finished)
+            index += 1
+            if finished:
+                return
+
+    @staticmethod
+    def _verify(draft: Draft, p_target: torch.Tensor, config: GenerationConfig, generator) -> Verdict:
+        if config.sampling.greedy:
+            return verify_greedy(draft.tokens, p_target)
+        return verify_sampling(draft.tokens, p_target, draft.q_draft, generator)
+
+    def _round(self, index, limit, draft, p_target, verdict, new, draft_s, verify_s, prefill_s, finished) -> Round:
+        n, k = verdict.num_accepted, len(draft.tokens)
+        next_source = "ar" if k == 0 else ("bonus" if verdict.is_bonus else "target")
+        sources = ([self.drafter.source] * n + [next_source])[: len(new)]
+        q = draft.q_draft
+        next_dist = verdict.residual if verdict.residual is not None else p_target[n]
+        return Round(
+            index=index,
+            num_draft_requested=limit,
+            drafted=list(draft.tokens),
+            q_draft=[float(q[i, x]) if q is not None else None for i, x in enumerate(draft.tokens)],
+            p_target=[float(p_target[i, x]) for i, x in enumerate(draft.tokens)],
+            uniforms=list(verdict.uniforms),
+            num_accepted=n,
+            next_token=verdict.next_token,
+            next_p=float(next_dist[verdict.next_token]),
+            emitted=new,
+            sources=sources,
+            draft_seconds=draft_s,
+            verify_seconds=verify_s,
+            prefill_seconds=prefill_s,
+            target_top=[top_k(p_target[i]) for i in range(min(n + 1, k + 1))],
+            draft_top=[top_k(q[i]) for i in range(k)] if q is not None else [],
+            residual_top=top_k(verdict.residual) if verdict.residual is not None else None,
+            finished=finished,
+        )

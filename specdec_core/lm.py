@@ -1,0 +1,87 @@
+"""A causal LM behind one small interface: forward new tokens into a KV cache, get logits and last hidden states.
+
+The target, the draft model and the plain autoregressive baseline all go through `LanguageModel.forward`, so a race
+between them measures the same code. `forward_layers` runs only some decoder layers (layer-skip self-speculation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from .kv import cache_length
+
+
+@dataclass(frozen=True)
+class ForwardOutput:
+    logits: torch.Tensor  # [n, vocab] float32, one row per input position
+    hidden: torch.Tensor  # [n, hidden] final-norm hidden states (what the LM head reads; Medusa heads read it too)
+
+
+class LanguageModel:
+    """Wraps a Hugging Face *ForCausalLM model (batch size 1, no padding)."""
+
+    def __init__(self, model: torch.nn.Module, name: str = "model"):
+        self.model = model.eval()
+        self.name = name
+        self.config = model.config
+        self.decoder = model.get_decoder()
+        self.lm_head = model.get_output_embeddings()
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm_head.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.lm_head.weight.dtype
+
+    @property
+    def vocab_size(self) -> int:
+        return self.lm_head.weight.shape[0]
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.get_text_config().num_hidden_layers
+
+    @property
+    def max_positions(self) -> int:
+        return int(getattr(self.config.get_text_config(), "max_position_embeddings", 1 << 30))
+
+    def _ids(self, token_ids: list[int]) -> torch.Tensor:
+        return torch.tensor([token_ids], dtype=torch.long, device=self.device)
+
+    @torch.inference_mode()
+    def forward(self, token_ids: list[int], cache: DynamicCache) -> ForwardOutput:
+        """Append `token_ids` after the cached positions; return logits and hidden states for each of them."""
+        out = self.decoder(input_ids=self._ids(token_ids), past_key_values=cache, use_cache=True)
+        hidden = out.last_hidden_state[0]
+        return ForwardOutput(self.lm_head(hidden).float(), hidden)
+
+    @torch.inference_mode()
+    def forward_layers(self, token_ids: list[int], cache: DynamicCache, layers: tuple[int, ...]) -> ForwardOutput:
+        """Like `forward` but through the given decoder layers only (Llama-style decoders: embed, layers, norm).
+
+        The cache must be dedicated to this layer subset; layer 0 must be among `layers` (its length is the cache's).
+        """
+        from transformers.masking_utils import create_causal_mask
+
+        dec = self.decoder
+        if not all(hasattr(dec, a) for a in ("embed_tokens", "layers", "norm", "rotary_emb")):
+            raise TypeError(f"{type(dec).__name__} is not a Llama-style decoder; layer skipping is not supported")
+        ids = self._ids(token_ids)
+        h = dec.embed_tokens(ids)
+        start = cache_length(cache)
+        positions = torch.arange(start, start + len(token_ids), device=self.device).unsqueeze(0)
+        mask = create_causal_mask(
+            config=dec.config, inputs_embeds=h, attention_mask=None, past_key_values=cache, position_ids=positions
+        )
+        rope = dec.rotary_emb(h, positions)
+        for i in layers:
+            h = dec.layers[i](
+                h, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
+                position_embeddings=rope,
+            )
+        hidden = dec.norm(h)[0]
+        return ForwardOutput(self.lm_head(hidden).float(), hidden)

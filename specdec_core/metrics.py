@@ -1,0 +1,60 @@
+"""Statistics computed from a trace (a list of Rounds). Nothing here times or runs anything."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .trace import Round
+
+
+@dataclass(frozen=True)
+class Stats:
+    new_tokens: int
+    rounds: int
+    target_forwards: int  # one per round (the prompt pass not counted)
+    drafted: int
+    accepted: int
+    acceptance_rate: float | None  # alpha = accepted / drafted (None when nothing was drafted)
+    mean_tokens_per_round: float  # tau, including the correction/bonus token
+    per_position_acceptance: list[float]  # P(draft token i accepted | it was drafted)
+    draft_seconds: float
+    verify_seconds: float
+    prefill_seconds: float
+    wall_seconds: float  # sum of the above: the time the engine spent generating
+    tokens_per_second: float  # new_tokens / (wall_seconds - prefill_seconds): decoding speed
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def token_sources(rounds: list[Round]) -> list[str]:
+    return [s for r in rounds for s in r.sources]
+
+
+def compute_stats(rounds: list[Round]) -> Stats:
+    drafted = sum(r.num_drafted for r in rounds)
+    accepted = sum(min(r.num_accepted, len(r.emitted)) for r in rounds)
+    new_tokens = sum(len(r.emitted) for r in rounds)
+    depth = max((r.num_drafted for r in rounds), default=0)
+    per_position = []
+    for i in range(depth):
+        tried = [r for r in rounds if r.num_drafted > i and r.num_accepted >= i]  # position i was examined
+        per_position.append(sum(r.num_accepted > i for r in tried) / len(tried) if tried else 0.0)
+    draft_s = sum(r.draft_seconds for r in rounds)
+    verify_s = sum(r.verify_seconds for r in rounds)
+    prefill_s = sum(r.prefill_seconds for r in rounds)
+    decode_s = draft_s + verify_s
+    return Stats(
+        new_tokens=new_tokens,
+        rounds=len(rounds),
+        target_forwards=len(rounds),
+        drafted=drafted,
+        accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else None,
+        mean_tokens_per_round=new_tokens / len(rounds) if rounds else 0.0,
+        per_position_acceptance=per_position,
+        draft_seconds=draft_s,
+        verify_seconds=verify_s,
+        prefill_seconds=prefill_s,
+        wall_seconds=decode_s + prefill_s,
+        tokens_per_second=new_tokens / decode_s if decode_s > 0 else 0.0,
+    )

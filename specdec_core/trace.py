@@ -1,0 +1,50 @@
+"""The trace: one dataclass per round. The engine yields these; metrics, the CLI, the benchmark and the UI only
+read them."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# Where an emitted token came from. Accepted draft tokens carry the drafter's source.
+ACCEPTED_SOURCES = ("draft", "lookup", "self", "medusa")
+SOURCES = ACCEPTED_SOURCES + ("target", "bonus", "ar")  # target = correction after a rejection; ar = no draft
+
+
+@dataclass(frozen=True)
+class TopK:
+    """A distribution's most likely tokens, for display (step-through, hover)."""
+
+    token_ids: list[int]
+    probs: list[float]
+
+
+@dataclass(frozen=True)
+class Round:
+    index: int
+    num_draft_requested: int  # draft length the engine asked for this round
+    drafted: list[int]  # proposed token ids
+    q_draft: list[float | None]  # q(x_i) of each proposed token (None: deterministic proposal)
+    p_target: list[float]  # p(x_i) the target gave each proposed token
+    uniforms: list[float]  # u drawn per examined position (sampling); accept iff u < p/q
+    num_accepted: int
+    next_token: int  # correction or bonus
+    next_p: float  # p of the correction/bonus under the distribution it was drawn from
+    emitted: list[int]  # tokens committed this round (accepted + next, cut at EOS / max-new-tokens)
+    sources: list[str]  # per emitted token
+    draft_seconds: float
+    verify_seconds: float
+    prefill_seconds: float = 0.0  # nonzero in the first round only: the prompt pass before it
+    target_top: list[TopK] = field(default_factory=list)  # per verified position (len(drafted) + 1 at most)
+    draft_top: list[TopK] = field(default_factory=list)  # per proposed position (empty without q)
+    residual_top: TopK | None = None  # normalise(max(0, p - q)) at the rejected position (sampling)
+    finished: str | None = None  # "eos", "length", "context" on the last round
+
+    @property
+    def num_drafted(self) -> int:
+        return len(self.drafted)
+
+    @property
+    def seconds(self) -> float:
+        return self.prefill_seconds + self.draft_seconds + self.verify_seconds
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,72 @@
+"""Verification, written once and pure (no model calls): greedy and exact speculative sampling.
+
+Names follow the papers (Leviathan et al. 2023, Chen et al. 2023): `p_target` is the target's distribution, `q_draft`
+the drafter's. Row i of `p_target` is the target's distribution for the position of draft token i; the extra last
+row is for the bonus token after a fully accepted draft.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .sampling import sample, uniform
+
+
+@dataclass(frozen=True)
+class Verdict:
+    num_accepted: int  # leading draft tokens kept
+    next_token: int  # the target's correction (after a rejection) or bonus (after full acceptance)
+    is_bonus: bool  # True when every draft token was accepted (or the draft was empty)
+    uniforms: tuple[float, ...]  # u drawn per examined position (sampling only), u < p/q means accept
+    residual: torch.Tensor | None  # normalise(max(0, p - q)) at the rejected position (sampling only)
+
+
+def verify_greedy(draft_tokens: list[int], p_target: torch.Tensor) -> Verdict:
+    """Accept the longest prefix that matches the target's argmax, then append the target's own argmax."""
+    choices = torch.argmax(p_target, dim=-1).tolist()
+    n = 0
+    while n < len(draft_tokens) and draft_tokens[n] == choices[n]:
+        n += 1
+    return Verdict(n, choices[n], n == len(draft_tokens), (), None)
+
+
+def one_hot_rows(tokens: list[int], vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """q for a deterministic proposal (prompt lookup): all mass on the proposed token."""
+    q = torch.zeros(len(tokens), vocab_size, device=device)
+    if tokens:
+        q[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
+    return q
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """normalise(max(0, p - q)); if that is empty (p <= q everywhere, only reachable by rounding) fall back to p."""
+    r = torch.clamp(p - q, min=0.0)
+    total = r.sum()
+    return r / total if float(total) > 0 else p
+
+
+def verify_sampling(
+    draft_tokens: list[int],
+    p_target: torch.Tensor,
+    q_draft: torch.Tensor | None,
+    generator: torch.Generator | None,
+) -> Verdict:
+    """Exact speculative sampling: the output is distributed as sampling from p_target alone.
+
+    Accept x_i with probability min(1, p(x_i) / q(x_i)); on the first rejection sample from normalise(max(0, p - q));
+    after a fully accepted draft sample the bonus from the last row of p_target. q_draft None means one-hot q.
+    """
+    k = len(draft_tokens)
+    if q_draft is None:
+        q_draft = one_hot_rows(draft_tokens, p_target.shape[-1], p_target.device)
+    us: list[float] = []
+    for i, x in enumerate(draft_tokens):
+        p_x, q_x = float(p_target[i, x]), float(q_draft[i, x])
+        u = uniform(generator)
+        us.append(u)
+        if u * q_x < p_x:  # u < p/q, written without dividing by q
+            continue
+        residual = residual_distribution(p_target[i], q_draft[i])
+        return Verdict(i, sample(residual, generator), False, tuple(us), residual)
+    return Verdict(k, sample(p_target[k], generator), True, tuple(us), None)

@@ -1,0 +1,78 @@
+"""Shared fixtures: tiny random-weight models and scripted drafters (always right, always wrong, right for j)."""
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from specdec_core.config import GenerationConfig  # noqa: E402
+from specdec_core.drafters import Draft, DraftContext, DraftModelDrafter, LayerSkipDrafter, LookupDrafter, NoDrafter  # noqa: E402
+from specdec_core.engine import SpeculativeEngine  # noqa: E402
+from specdec_core.lm import LanguageModel  # noqa: E402
+from specdec_core.models import tiny_model  # noqa: E402
+from specdec_core.session import run  # noqa: E402
+
+PROMPT = [5, 17, 3, 42, 8, 17, 3, 42, 9, 60, 5, 17]
+
+
+@pytest.fixture(scope="session")
+def target() -> LanguageModel:
+    return tiny_model(seed=0)
+
+
+@pytest.fixture(scope="session")
+def draft_model(target) -> LanguageModel:
+    """The target with its weights perturbed: agrees often, not always (partial acceptance)."""
+    model = copy.deepcopy(target.model)
+    gen = torch.Generator().manual_seed(123)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * p.std() * torch.randn(p.shape, generator=gen))
+    return LanguageModel(model, "tiny-draft")
+
+
+def greedy_reference(target: LanguageModel, prompt: list[int], n: int) -> list[int]:
+    return run(SpeculativeEngine(target), "ar", prompt, GenerationConfig(max_new_tokens=n)).token_ids
+
+
+class ScriptedDrafter:
+    """Proposes the reference continuation, right for its first `right` tokens and wrong after (right=None: always
+    right; right=0: always wrong). Deterministic (no q)."""
+
+    source = "draft"
+
+    def __init__(self, prompt: list[int], reference: list[int], vocab_size: int, right: int | None):
+        self.full = prompt + reference
+        self.vocab_size = vocab_size
+        self.right = right
+
+    def propose(self, context: DraftContext) -> Draft:
+        start = len(context.tokens)
+        truth = self.full[start : start + context.max_tokens]
+        wrong = [(t + 1) % self.vocab_size for t in truth]
+        j = len(truth) if self.right is None else self.right
+        return Draft(truth[:j] + wrong[j:], None)
+
+    def observe(self, num_accepted: int) -> None:
+        pass
+
+
+DRAFTERS = ["ar", "draft", "lookup", "layerskip", "always-right", "always-wrong", "right-for-1", "right-for-3"]
+
+
+def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
+    if name == "ar":
+        return NoDrafter()
+    if name == "draft":
+        return DraftModelDrafter(draft_model, target.vocab_size)
+    if name == "lookup":
+        return LookupDrafter()
+    if name == "layerskip":
+        return LayerSkipDrafter(target)
+    right = {"always-right": None, "always-wrong": 0, "right-for-1": 1, "right-for-3": 3}[name]
+    return ScriptedDrafter(prompt, greedy_reference(target, prompt, n + 8), target.vocab_size, right)

@@ -1,0 +1,130 @@
+"""The round loop on tiny random-weight models: greedy equality for every drafter, exact edge cases, sampling."""
+from __future__ import annotations
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from conftest import DRAFTERS, PROMPT, greedy_reference, make_drafter
+from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
+from specdec_core.drafters import DraftModelDrafter
+from specdec_core.engine import SpeculativeEngine
+from specdec_core.metrics import compute_stats
+from specdec_core.sampling import logits_to_probs
+from specdec_core.kv import new_cache
+from specdec_core.session import run
+
+N = 40
+
+
+@pytest.mark.parametrize("adaptive", [False, True], ids=["fixed", "adaptive"])
+@pytest.mark.parametrize("num_draft_tokens", [1, 4])
+@pytest.mark.parametrize("name", DRAFTERS)
+def test_greedy_matches_plain_greedy(name, num_draft_tokens, adaptive, target, draft_model):
+    reference = greedy_reference(target, PROMPT, N)
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model))
+    config = GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=num_draft_tokens, adaptive=adaptive))
+    result = run(engine, name, PROMPT, config)
+    assert result.token_ids == reference
+    stats = result.stats
+    assert stats.new_tokens == N and len(result.rounds) == stats.target_forwards
+    assert all(len(r.emitted) == len(r.sources) for r in result.rounds)
+    if name == "always-right":
+        assert stats.acceptance_rate == 1.0 and stats.target_forwards <= -(-N // (num_draft_tokens + 1))
+    if name == "always-wrong":
+        assert stats.accepted == 0 and stats.target_forwards == N
+    if name == "right-for-1" and not adaptive:
+        assert stats.accepted == stats.rounds - 1 or stats.accepted == stats.rounds  # one accepted per round
+    if name == "draft":
+        assert 0 < stats.accepted < stats.drafted  # partial acceptance really happens
+
+
+@pytest.mark.parametrize("name", ["draft", "always-right", "right-for-3"])
+@pytest.mark.parametrize("max_new_tokens", [1, 2, 3, 7])
+def test_max_new_tokens_reached_mid_round(name, max_new_tokens, target, draft_model):
+    reference = greedy_reference(target, PROMPT, max_new_tokens)
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model))
+    config = GenerationConfig(max_new_tokens=max_new_tokens, draft=DraftConfig(num_draft_tokens=5))
+    result = run(engine, name, PROMPT, config)
+    assert result.token_ids == reference
+    assert result.rounds[-1].finished == "length"
+
+
+@pytest.mark.parametrize("name", ["ar", "draft", "always-right", "lookup"])
+def test_eos_inside_a_draft_stops_exactly(name, target, draft_model):
+    reference = greedy_reference(target, PROMPT, N)
+    eos = reference[6]  # a token the target emits mid-stream
+    expected = reference[: reference.index(eos) + 1]
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), eos_token_ids=(eos,))
+    result = run(engine, name, PROMPT, GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=8)))
+    assert result.token_ids == expected
+    assert result.rounds[-1].finished == "eos"
+
+
+@pytest.mark.parametrize("name", ["ar", "draft", "always-right"])
+def test_context_limit_is_respected(name, target, draft_model):
+    limit = target.max_positions
+    prompt = (PROMPT * 100)[: limit - 5]
+    reference = greedy_reference(target, prompt, 5)
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model, prompt=prompt))
+    result = run(engine, name, prompt, GenerationConfig(max_new_tokens=50, draft=DraftConfig(num_draft_tokens=4)))
+    assert result.token_ids == reference
+    assert result.rounds[-1].finished == "context"
+    with pytest.raises(ConfigError, match="limit"):
+        list(engine.generate(PROMPT * 100, GenerationConfig(max_new_tokens=5)))
+
+
+def test_bad_inputs_raise_clear_errors(target):
+    engine = SpeculativeEngine(target)
+    with pytest.raises(ConfigError, match="empty"):
+        list(engine.generate([], GenerationConfig()))
+    for bad in (lambda: GenerationConfig(max_new_tokens=0), lambda: GenerationConfig(max_new_tokens=10**6),
+                lambda: SamplingConfig(temperature=-1), lambda: SamplingConfig(top_p=0),
+                lambda: DraftConfig(num_draft_tokens=-1)):
+        with pytest.raises(ConfigError):
+            bad()
+
+
+def test_trace_records_probabilities_and_sources(target, draft_model):
+    engine = SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size))
+    result = run(engine, "draft", PROMPT, GenerationConfig(max_new_tokens=20, sampling=SamplingConfig(temperature=1.0)))
+    for r in result.rounds:
+        assert len(r.q_draft) == len(r.p_target) == len(r.drafted)
+        assert all(0 < q <= 1 for q in r.q_draft) and all(0 <= p <= 1 for p in r.p_target)
+        assert len(r.uniforms) == min(r.num_accepted + 1, len(r.drafted))
+        assert r.sources[: r.num_accepted] == ["draft"] * min(r.num_accepted, len(r.emitted))
+        assert (r.residual_top is not None) == (r.num_accepted < len(r.drafted))
+        assert r.draft_seconds > 0 and r.verify_seconds > 0
+    assert result.rounds[0].prefill_seconds > 0
+    stats = compute_stats(result.rounds)
+    assert stats.tokens_per_second > 0 and 1 <= stats.mean_tokens_per_round <= 6
+
+
+def test_same_seed_same_sample_and_seed_zero_is_a_seed(target, draft_model):
+    def sample(seed):
+        engine = SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size))
+        config = GenerationConfig(max_new_tokens=15, seed=seed, sampling=SamplingConfig(temperature=1.0))
+        return run(engine, "draft", PROMPT, config).token_ids
+
+    assert sample(0) == sample(0)
+    assert sample(0) != sample(1) or sample(0) != sample(2)
+
+
+@pytest.mark.parametrize("name", ["draft", "lookup", "layerskip"])
+def test_sampling_first_token_matches_target_distribution(name, target, draft_model):
+    """End to end at T=1 with top-k 6 (same warping for p and q): the first generated token ~ p_target."""
+    sampling = SamplingConfig(temperature=1.0, top_k=6)
+    prompt = PROMPT[:-1] + [PROMPT[-3]]  # ends in a repeated bigram so lookup proposes too
+    p = logits_to_probs(target.forward(prompt, new_cache()).logits[-1], sampling)
+    drafter = make_drafter(name, target, draft_model)
+    engine = SpeculativeEngine(target, drafter)
+    counts = torch.zeros_like(p)
+    n, drafted = 3000, 0
+    for seed in range(n):
+        first = next(engine.generate(prompt, GenerationConfig(max_new_tokens=3, seed=seed, sampling=sampling)))
+        drafted += first.num_drafted > 0
+        counts[first.emitted[0]] += 1
+    assert drafted == n  # every first round did speculate
+    support = p > 0
+    assert counts[~support].sum() == 0
+    assert chisquare(counts[support].numpy(), (p[support] * n).numpy()).pvalue > 1e-3
