@@ -58,3 +58,26 @@ def compute_stats(rounds: list[Round]) -> Stats:
         wall_seconds=decode_s + prefill_s,
         tokens_per_second=new_tokens / decode_s if decode_s > 0 else 0.0,
     )
+
+
+def expected_tokens_per_round(alpha: float, gamma: int) -> float:
+    """(1 - alpha^(gamma+1)) / (1 - alpha): tokens per round with i.i.d. acceptance alpha (Leviathan et al. 2023)."""
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def speedup_bound(alpha: float, gamma: int, cost_ratio: float) -> float:
+    """(1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1)): expected walltime improvement over plain decoding, where c
+    is the cost of one drafting step relative to one target forward (verification assumed as cheap as one step)."""
+    return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + 1.0)
+
+
+def cost_ratio(rounds: list[Round]) -> float | None:
+    """c measured from a trace: mean seconds per drafted token / mean seconds per target (verify) forward."""
+    drafted = sum(r.num_drafted for r in rounds)
+    if not rounds or drafted == 0:
+        return None
+    per_draft_token = sum(r.draft_seconds for r in rounds) / drafted
+    per_verify = sum(r.verify_seconds for r in rounds) / len(rounds)
+    return per_draft_token / per_verify if per_verify > 0 else None

@@ -152,7 +152,7 @@ def load_model(name: str, device: str | None = None, dtype: str | None = None):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dt, **kwargs).to(dev)
-    except (OSError, ValueError, RuntimeError) as e:
+    except Exception as e:  # noqa: BLE001 - any loader failure becomes one message naming the fix
         fix = (
             f"delete {cache_root() / name} and run again to rebuild it"
             if name in EMBEDDED
@@ -164,7 +164,7 @@ def load_model(name: str, device: str | None = None, dtype: str | None = None):
 
 
 def tiny_model(seed: int = 0, vocab_size: int = 96, num_layers: int = 4, hidden_size: int = 64) -> LanguageModel:
-    """A random-weight Qwen2 model built from a config, for fast tests (float32, CPU)."""
+    """A random-weight Qwen2 model built from a config, for fast tests and offline UI checks (float32)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
@@ -172,11 +172,24 @@ def tiny_model(seed: int = 0, vocab_size: int = 96, num_layers: int = 4, hidden_
         num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
         tie_word_embeddings=False, eos_token_id=None, bos_token_id=None,
     )
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
     # Sharper than the default init so greedy outputs are not near-ties and sampled text has structure.
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:
                 p.mul_(4.0)
-    return LanguageModel(model.float(), f"tiny-{seed}")
+    return LanguageModel(model.float(), f"tiny-random-{seed}")
+
+
+def perturbed_copy(lm: LanguageModel, noise: float = 0.05, seed: int = 123) -> LanguageModel:
+    """The model with Gaussian noise on every weight: a draft that agrees often but not always."""
+    import copy
+
+    model = copy.deepcopy(lm.model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(noise * p.std() * torch.randn(p.shape, generator=gen))
+    return LanguageModel(model, f"{lm.name}-perturbed")

@@ -1,12 +1,10 @@
 """Shared fixtures: tiny random-weight models and scripted drafters (always right, always wrong, right for j)."""
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -14,7 +12,7 @@ from specdec_core.config import GenerationConfig  # noqa: E402
 from specdec_core.drafters import Draft, DraftContext, DraftModelDrafter, LayerSkipDrafter, LookupDrafter, NoDrafter  # noqa: E402
 from specdec_core.engine import SpeculativeEngine  # noqa: E402
 from specdec_core.lm import LanguageModel  # noqa: E402
-from specdec_core.models import tiny_model  # noqa: E402
+from specdec_core.models import perturbed_copy, tiny_model  # noqa: E402
 from specdec_core.session import run  # noqa: E402
 
 PROMPT = [5, 17, 3, 42, 8, 17, 3, 42, 9, 60, 5, 17]
@@ -28,12 +26,7 @@ def target() -> LanguageModel:
 @pytest.fixture(scope="session")
 def draft_model(target) -> LanguageModel:
     """The target with its weights perturbed: agrees often, not always (partial acceptance)."""
-    model = copy.deepcopy(target.model)
-    gen = torch.Generator().manual_seed(123)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * p.std() * torch.randn(p.shape, generator=gen))
-    return LanguageModel(model, "tiny-draft")
+    return perturbed_copy(target)
 
 
 def greedy_reference(target: LanguageModel, prompt: list[int], n: int) -> list[int]:

@@ -7,14 +7,21 @@ from .base import Draft, DraftContext
 
 
 def find_continuation(tokens: list[int], max_ngram: int, min_ngram: int, max_tokens: int) -> list[int]:
-    """Tokens that followed the most recent earlier match of the longest matching suffix n-gram."""
+    """What followed an earlier occurrence of the longest matching suffix n-gram: the latest occurrence with a full
+    `max_tokens` continuation, else the one with the longest continuation."""
     if max_tokens <= 0:
         return []
     for n in range(min(max_ngram, len(tokens) - 1), min_ngram - 1, -1):
         suffix = tokens[-n:]
-        for start in range(len(tokens) - n - 1, -1, -1):  # latest match first, excluding the suffix itself
+        best: list[int] = []
+        for start in range(len(tokens) - n - 1, -1, -1):  # latest first, excluding the suffix itself
             if tokens[start : start + n] == suffix:
-                return tokens[start + n : start + n + max_tokens]
+                follow = tokens[start + n : start + n + max_tokens]
+                if len(follow) == max_tokens:
+                    return follow
+                best = follow if len(follow) > len(best) else best
+        if best:
+            return best
     return []
 
 

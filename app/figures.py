@@ -1,0 +1,115 @@
+"""Plotly figures, each a pure function of trace data or numbers."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from specdec_core.metrics import expected_tokens_per_round, speedup_bound
+from specdec_core.trace import Round, TopK
+
+COLORS = {
+    "spec": "#2563eb", "ar": "#6b7280", "draft": "#16a34a", "verify": "#f59e0b", "p": "#dc2626", "q": "#2563eb",
+    "empirical": "#111827", "residual": "#9333ea",
+}
+LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=50, b=45), height=320,
+              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+              font=dict(size=13))
+
+
+def progress_points(rounds: list[Round]) -> tuple[list[float], list[int]]:
+    """(seconds since the run started, tokens generated) after the prompt pass and after each round."""
+    t, n = 0.0, 0
+    xs, ys = [0.0], [0]
+    for r in rounds:
+        if r.prefill_seconds:
+            t += r.prefill_seconds
+            xs.append(t)
+            ys.append(0)
+        t += r.draft_seconds + r.verify_seconds
+        n += len(r.emitted)
+        xs.append(t)
+        ys.append(n)
+    return xs, ys
+
+
+def race_figure(spec: list[Round], ar: list[Round], spec_label: str = "speculative") -> go.Figure:
+    fig = go.Figure()
+    for rounds, name, color in ((spec, spec_label, COLORS["spec"]), (ar, "plain autoregressive", COLORS["ar"])):
+        if rounds:
+            x, y = progress_points(rounds)
+            fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers", line=dict(color=color, width=3,
+                                     shape="hv"), marker=dict(size=5)))
+    fig.update_layout(title="The race: tokens generated vs wall-clock seconds", xaxis_title="seconds since start",
+                      yaxis_title="tokens generated", **LAYOUT)
+    return fig
+
+
+def time_split_figure(rounds: list[Round]) -> go.Figure:
+    idx = [r.index for r in rounds]
+    fig = go.Figure([
+        go.Bar(x=idx, y=[r.draft_seconds for r in rounds], name="draft", marker_color=COLORS["draft"]),
+        go.Bar(x=idx, y=[r.verify_seconds for r in rounds], name="verify (one target forward)",
+               marker_color=COLORS["verify"]),
+    ])
+    fig.update_layout(barmode="stack", title="Where each round's time goes", xaxis_title="round",
+                      yaxis_title="seconds", **LAYOUT)
+    return fig
+
+
+def accepted_histogram(rounds: list[Round]) -> go.Figure:
+    top = max((r.num_drafted for r in rounds), default=0)
+    counts = [0] * (top + 1)
+    for r in rounds:
+        if r.num_drafted:
+            counts[r.num_accepted] += 1
+    fig = go.Figure(go.Bar(x=list(range(top + 1)), y=counts, marker_color=COLORS["spec"],
+                           hovertemplate="%{y} rounds accepted %{x} draft tokens<extra></extra>"))
+    fig.update_layout(title="Accepted draft tokens per round", xaxis_title="accepted draft tokens",
+                      yaxis_title="rounds", xaxis=dict(dtick=1), **LAYOUT)
+    return fig
+
+
+def distribution_figure(title: str, series: list[tuple[str, TopK | dict[int, float], str]], label) -> go.Figure:
+    """Grouped bars over the union of the tokens named by each series. `label(token_id) -> str`."""
+    maps = [(name, dict(zip(d.token_ids, d.probs)) if isinstance(d, TopK) else d, color) for name, d, color in series]
+    order: list[int] = []
+    for _, m, _ in maps:
+        for t in sorted(m, key=m.get, reverse=True):
+            if t not in order:
+                order.append(t)
+    order = order[:15]
+    names = [f"{label(t)!r}" for t in order]
+    fig = go.Figure([go.Bar(x=names, y=[m.get(t, 0.0) for t in order], name=name, marker_color=color)
+                     for name, m, color in maps])
+    fig.update_layout(barmode="group", title=title, yaxis_title="probability", **LAYOUT)
+    return fig
+
+
+def theory_figure(gamma: int, cost: float, measured: dict | None = None) -> go.Figure:
+    """Predicted speedup vs acceptance rate for several draft lengths at cost ratio c; the last run on top."""
+    alphas = [i / 100 for i in range(0, 100)]
+    fig = go.Figure()
+    for g in sorted({1, 2, 4, 8, gamma}):
+        fig.add_trace(go.Scatter(x=alphas, y=[speedup_bound(a, g, cost) for a in alphas], name=f"γ = {g}",
+                                 line=dict(width=4 if g == gamma else 1.5)))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#9ca3af", annotation_text="no speedup")
+    if measured and measured.get("alpha") is not None:
+        a, g, c = measured["alpha"], measured["gamma"], measured["cost"]
+        fig.add_trace(go.Scatter(x=[a], y=[speedup_bound(a, g, c)], mode="markers", name="predicted for last run",
+                                 marker=dict(size=14, symbol="diamond-open", color="#111827", line=dict(width=3))))
+        if measured.get("speedup") is not None:
+            fig.add_trace(go.Scatter(x=[a], y=[measured["speedup"]], mode="markers", name="measured last run",
+                                     marker=dict(size=14, symbol="star", color="#dc2626")))
+    fig.update_layout(title=f"Speedup (1−α^(γ+1)) / ((1−α)(γc+1)) at c = {cost:.2f}", xaxis_title="acceptance rate α",
+                      yaxis_title="expected speedup ×", **LAYOUT)
+    return fig
+
+
+def tokens_per_round_figure(gamma: int) -> go.Figure:
+    alphas = [i / 100 for i in range(0, 101)]
+    fig = go.Figure()
+    for g in sorted({1, 2, 4, 8, gamma}):
+        fig.add_trace(go.Scatter(x=alphas, y=[expected_tokens_per_round(a, g) for a in alphas], name=f"γ = {g}",
+                                 line=dict(width=4 if g == gamma else 1.5)))
+    fig.update_layout(title="Expected tokens per round (1−α^(γ+1)) / (1−α)", xaxis_title="acceptance rate α",
+                      yaxis_title="tokens per target forward", **LAYOUT)
+    return fig

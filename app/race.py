@@ -1,0 +1,181 @@
+"""The race: speculative decoding, then plain autoregressive decoding of the same target on the same prompt, each
+streamed round by round. Never both at once: on one CPU they would slow each other down."""
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig, parse_method
+from specdec_core.engine import SpeculativeEngine
+from specdec_core.metrics import compute_stats, cost_ratio, speedup_bound
+from specdec_core.session import build_drafter, encode_prompt
+from specdec_core.trace import Round
+
+from . import figures
+from .render import Piece, headline_html, message_html, round_pieces, tokens_html
+from .resources import Models
+from .tokens import Detokenizer
+
+MAX_PROMPT_TOKENS = 4096
+MAX_NEW_TOKENS = 512
+SPEC_METHODS = ("draft", "lookup", "layerskip")
+
+
+@dataclass(frozen=True)
+class RaceRequest:
+    prompt: str
+    method: str
+    config: GenerationConfig
+    chat: bool
+
+
+def parse_request(prompt, method, num_draft_tokens, adaptive, temperature, top_p, seed, max_new_tokens,
+                  chat) -> RaceRequest:
+    """UI values -> a validated request; any problem raises ConfigError with a sentence for the user."""
+    if prompt is None or not str(prompt).strip():
+        raise ConfigError("Please enter a prompt (or pick an example).")
+    method = parse_method(str(method))
+    if method not in SPEC_METHODS:
+        raise ConfigError(f"Pick a speculative method ({', '.join(SPEC_METHODS)}); plain decoding races against it.")
+    try:
+        max_new, k, seed_i = int(max_new_tokens), int(num_draft_tokens), int(seed)
+        temperature, top_p = float(temperature), float(top_p)
+    except (TypeError, ValueError):
+        raise ConfigError("Numbers only, please: draft tokens, seed and max new tokens must be integers.") from None
+    if not 1 <= max_new <= MAX_NEW_TOKENS:
+        raise ConfigError(f"Max new tokens must be between 1 and {MAX_NEW_TOKENS} (got {max_new}).")
+    if not 1 <= k <= 16:
+        raise ConfigError(f"Draft tokens per round must be between 1 and 16 (got {k}).")
+    config = GenerationConfig(max_new_tokens=max_new, sampling=SamplingConfig(temperature, 0, top_p),
+                              draft=DraftConfig(num_draft_tokens=k, adaptive=bool(adaptive)), seed=seed_i)
+    return RaceRequest(str(prompt), method, config, bool(chat))
+
+
+@dataclass
+class RunView:
+    """One streamed run: its rounds and the rendered pieces, decoded incrementally."""
+
+    label: str
+    detok: Detokenizer
+    rounds: list[Round] = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
+
+    def add(self, r: Round) -> None:
+        self.rounds.append(r)
+        self.pieces.extend(round_pieces(r, self.detok))
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for r in self.rounds for t in r.emitted]
+
+
+@dataclass
+class RaceRecord:
+    """Everything a finished (or stopped) race leaves behind for the other tabs and the downloads."""
+
+    request: RaceRequest
+    prompt_ids: list[int]
+    spec: RunView
+    ar: RunView
+    device: str
+
+    def summary(self) -> dict:
+        s, a = compute_stats(self.spec.rounds), compute_stats(self.ar.rounds)
+        speedup = s.tokens_per_second / a.tokens_per_second if a.tokens_per_second and s.tokens_per_second else None
+        c = cost_ratio(self.spec.rounds)
+        gamma = self.request.config.draft.num_draft_tokens
+        bound = speedup_bound(s.acceptance_rate, gamma, c) if s.acceptance_rate is not None and c is not None else None
+        return {
+            "method": self.request.method,
+            "device": self.device,
+            "timing": "each run timed on its own, one after the other, same machine, same prompt; tokens/s is "
+                      "decoding speed (the prompt pass is excluded)",
+            "speculative": {**s.to_dict(), "token_ids": self.spec.token_ids,
+                            "sources": [x for r in self.spec.rounds for x in r.sources]},
+            "autoregressive": {**a.to_dict(), "token_ids": self.ar.token_ids},
+            "speedup": speedup,
+            "cost_ratio": c,
+            "predicted_speedup": bound,
+            "num_draft_tokens": gamma,
+            "identical": self.spec.token_ids == self.ar.token_ids if self.ar.rounds else None,
+        }
+
+
+def headline(record: RaceRecord, running: str | None = None) -> str:
+    sm = record.summary()
+    s, a = sm["speculative"], sm["autoregressive"]
+    fmt = lambda v, f="{:.2f}": "—" if v is None else f.format(v)  # noqa: E731
+    cards = [
+        ("speculative tok/s", fmt(s["tokens_per_second"] or None), record.spec.label),
+        ("plain tok/s", fmt(a["tokens_per_second"] or None), "same target, one token per forward"),
+        ("speedup", fmt(sm["speedup"], "{:.2f}×"), "measured, decoding only"),
+        ("acceptance α", fmt(s["acceptance_rate"]), "accepted / drafted"),
+        ("tokens per round τ", fmt(s["mean_tokens_per_round"] or None), "incl. correction/bonus"),
+        ("predicted", fmt(sm["predicted_speedup"], "{:.2f}×"), f"bound at γ={sm['num_draft_tokens']}, c={fmt(sm['cost_ratio'])}"),
+    ]
+    return headline_html(cards)
+
+
+def verdict_html(record: RaceRecord, tokenizer) -> str:
+    spec, ar = record.spec.token_ids, record.ar.token_ids
+    if not record.request.config.sampling.greedy:
+        return message_html("Sampled (temperature > 0): the two outputs are different samples from the same target "
+                            "distribution, so they differ by design. The Exactness lab shows the distribution is kept.")
+    if spec == ar:
+        return message_html(f"✓ Identical: the speculative output equals plain greedy decoding, token for token "
+                            f"({len(ar)} tokens).", "ok")
+    i = next((j for j, (x, y) in enumerate(zip(spec, ar)) if x != y), min(len(spec), len(ar)))
+    return message_html(f"✗ Outputs differ from token {i}: speculative {tokenizer.decode(spec[i:i+1])!r} vs plain "
+                        f"{tokenizer.decode(ar[i:i+1])!r}. Under greedy this should not happen; please report it.",
+                        "error")
+
+
+def race_outputs(record: RaceRecord, show_rejected: bool, status: str):
+    spec_fig = figures.race_figure(record.spec.rounds, record.ar.rounds, record.spec.label)
+    return (
+        tokens_html(record.spec.pieces, show_rejected, "waiting…"),
+        tokens_html(record.ar.pieces, False, "runs after the speculative run finishes"),
+        spec_fig,
+        figures.time_split_figure(record.spec.rounds),
+        figures.accepted_histogram(record.spec.rounds),
+        headline(record),
+        status,
+    )
+
+
+def run_race(models: Models, request: RaceRequest, show_rejected: bool = False):
+    """Yield (record, status) after every round of the speculative run, then of the plain run."""
+    prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
+    if len(prompt_ids) > MAX_PROMPT_TOKENS:
+        raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")
+    labels = {"draft": "draft model", "lookup": "prompt lookup", "layerskip": "layer-skip self-speculation"}
+    record = RaceRecord(request, prompt_ids, RunView(labels[request.method], Detokenizer(models.tokenizer)),
+                        RunView("plain autoregressive", Detokenizer(models.tokenizer)), models.device_label)
+    drafter = build_drafter(request.method, models.target, models.draft)
+    for view, engine in ((record.spec, SpeculativeEngine(models.target, drafter, models.eos)),
+                         (record.ar, SpeculativeEngine(models.target, None, models.eos))):
+        name = "speculative" if view is record.spec else "plain autoregressive"
+        for r in engine.generate(prompt_ids, request.config):
+            view.add(r)
+            yield record, f"Running {name}… round {r.index + 1}, {len(view.token_ids)} tokens"
+    yield record, "Done."
+
+
+def write_downloads(record: RaceRecord) -> tuple[str, str]:
+    """The trace as JSON and the charts as one standalone HTML page; returns the two file paths."""
+    out = Path(tempfile.mkdtemp(prefix="specdec-"))
+    trace = {"summary": record.summary(), "prompt_ids": record.prompt_ids,
+             "config": {"method": record.request.method, "chat": record.request.chat},
+             "speculative_rounds": [r.to_dict() for r in record.spec.rounds],
+             "autoregressive_rounds": [r.to_dict() for r in record.ar.rounds]}
+    json_path = out / "specdec-trace.json"
+    json_path.write_text(json.dumps(trace, indent=1))
+    figs = [figures.race_figure(record.spec.rounds, record.ar.rounds, record.spec.label),
+            figures.time_split_figure(record.spec.rounds), figures.accepted_histogram(record.spec.rounds)]
+    html_path = out / "specdec-charts.html"
+    parts = [f.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False) for i, f in enumerate(figs)]
+    html_path.write_text("<html><head><meta charset='utf-8'><title>specdec charts</title></head><body>"
+                         + "".join(parts) + "</body></html>")
+    return str(json_path), str(html_path)

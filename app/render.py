@@ -1,0 +1,87 @@
+"""Token rendering: every emitted token coloured by where it came from, rejected drafts struck through on demand,
+hover text with round, p_target and q_draft. A small template per token; text is always HTML-escaped."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from specdec_core.trace import Round
+
+from .tokens import Detokenizer
+
+LABELS = {
+    "draft": "draft model, accepted",
+    "lookup": "prompt lookup, accepted",
+    "self": "layer-skip self-draft, accepted",
+    "medusa": "Medusa head, accepted",
+    "target": "target correction (replaced a rejected draft)",
+    "bonus": "bonus (every draft token was accepted)",
+    "ar": "plain decoding step (nothing drafted)",
+    "rejected": "rejected draft token",
+}
+LEGEND_ORDER = ("draft", "lookup", "self", "target", "bonus", "ar", "rejected")
+
+
+@dataclass(frozen=True)
+class Piece:
+    text: str
+    source: str  # a trace source, or "rejected"
+    round: int
+    p_target: float | None
+    q_draft: float | None
+
+
+def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
+    """Pieces for one round: emitted tokens in order, then (as 'rejected') the draft tokens the target refused."""
+    pieces = []
+    for i, (token, source) in enumerate(zip(r.emitted, r.sources)):
+        accepted = i < r.num_accepted
+        p = r.p_target[i] if accepted else r.next_p
+        q = r.q_draft[i] if accepted else None
+        pieces.append(Piece(detok.add(token), source, r.index, p, q))
+    n = r.num_accepted
+    refused = [  # the first was rejected with p and q; any after it were never examined
+        Piece(detok.piece(token), "rejected", r.index, r.p_target[i] if i == n else None,
+              r.q_draft[i] if i == n else None)
+        for i, token in enumerate(r.drafted[n:], start=n)
+    ]
+    pieces[n:n] = refused  # shown where they were proposed, before the correction
+    return pieces
+
+
+def _title(piece: Piece) -> str:
+    parts = [f"round {piece.round}", LABELS.get(piece.source, piece.source)]
+    if piece.p_target is not None:
+        parts.append(f"p_target {piece.p_target:.3f}")
+    if piece.q_draft is not None:
+        parts.append(f"q_draft {piece.q_draft:.3f}")
+    return " · ".join(parts)
+
+
+def tokens_html(pieces: list[Piece], show_rejected: bool = False, placeholder: str = "") -> str:
+    spans = [
+        f'<span class="tok s-{p.source}" title="{html.escape(_title(p))}">{html.escape(p.text)}</span>'
+        for p in pieces
+        if show_rejected or p.source != "rejected"
+    ]
+    body = "".join(spans) or f'<span class="placeholder">{html.escape(placeholder)}</span>'
+    return f'<div class="tokens">{body}</div>'
+
+
+def legend_html(sources: tuple[str, ...] = LEGEND_ORDER) -> str:
+    items = "".join(f'<span class="tok s-{s}">{html.escape(LABELS[s])}</span>' for s in sources)
+    return f'<div class="legend">{items}</div>'
+
+
+def headline_html(cards: list[tuple[str, str, str]]) -> str:
+    """cards: (label, value, note)."""
+    out = "".join(
+        f'<div class="card"><div class="value">{html.escape(v)}</div><div class="label">{html.escape(k)}</div>'
+        f'<div class="note">{html.escape(n)}</div></div>'
+        for k, v, n in cards
+    )
+    return f'<div class="cards">{out}</div>'
+
+
+def message_html(text: str, kind: str = "info") -> str:
+    return f'<div class="msg msg-{kind}">{html.escape(text)}</div>'

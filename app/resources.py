@@ -1,0 +1,125 @@
+"""The demo's models: read-only globals, loaded once in a background thread so the page serves (and shows progress)
+while the embedded pair is converted on first start.
+
+Which models: SPECDEC_TARGET / SPECDEC_DRAFT (embedded names, local directories or Hugging Face Hub ids; defaults:
+the embedded Qwen2.5-Coder 1.5B / 0.5B pair). SPECDEC_TARGET=tiny-random serves a tiny random-weight model with the
+embedded tokenizer (for tests; its text is gibberish and the page says so)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from specdec_core.lm import LanguageModel
+from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET, load_model, perturbed_copy, tiny_model
+from specdec_core.session import eos_token_ids
+
+TINY = "tiny-random"
+
+
+@dataclass(frozen=True)
+class Models:
+    target: LanguageModel
+    draft: LanguageModel
+    tokenizer: object
+    eos: tuple[int, ...]
+    label: str  # what the page says is running
+
+    @property
+    def device_label(self) -> str:
+        dev = self.target.device
+        if dev.type == "cuda":
+            import torch
+
+            return f"GPU ({torch.cuda.get_device_name(dev)})"
+        import torch
+
+        return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def _load(target_name: str, draft_name: str) -> Models:
+    if target_name == TINY:
+        tokenizer = _embedded_tokenizer()
+        target = tiny_model(seed=0, vocab_size=len(tokenizer), num_layers=4, hidden_size=64)
+        draft = perturbed_copy(target)
+        label = "tiny random-weight test model (gibberish text; for tests only)"
+    else:
+        target, tokenizer = load_model(target_name)
+        draft = load_model(draft_name)[0]
+        label = f"target {target_name} · draft {draft_name} · {str(target.dtype).replace('torch.', '')}"
+    warm_up(target, draft)
+    return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label)
+
+
+def _embedded_tokenizer():
+    from transformers import AutoTokenizer
+
+    from specdec_core.models import embedded_dir
+
+    return AutoTokenizer.from_pretrained(embedded_dir(DEFAULT_TARGET))
+
+
+def warm_up(*models: LanguageModel) -> None:
+    """One short forward each, so the first timed run does not pay one-time kernel set-up."""
+    from specdec_core.kv import new_cache
+
+    for lm in models:
+        lm.forward([1, 2, 3, 4], new_cache())
+
+
+class ModelStore:
+    """Loads once in the background; `get()` returns the models or raises NotReady with the current status."""
+
+    def __init__(self):
+        self._models: Models | None = None
+        self._error: str | None = None
+        self._started = 0.0
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._started = time.time()
+                self._thread = threading.Thread(target=self._run, daemon=True, name="specdec-load")
+                self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            target = os.environ.get("SPECDEC_TARGET", DEFAULT_TARGET)
+            draft = os.environ.get("SPECDEC_DRAFT", DEFAULT_DRAFT)
+            self._models = _load(target, draft)
+        except Exception as e:  # noqa: BLE001 - shown on the page, the app keeps serving
+            self._error = str(e)
+
+    @property
+    def ready(self) -> bool:
+        return self._models is not None
+
+    def status(self) -> str:
+        if self._models is not None:
+            return f"✅ Models ready: {self._models.label} on {self._models.device_label}."
+        if self._error is not None:
+            return f"❌ Could not load the models: {self._error}"
+        waited = time.time() - self._started if self._started else 0
+        return (f"⏳ Loading models… {waited:.0f}s. The first start converts the embedded Qwen2.5-Coder pair "
+                "(about three minutes, once); later starts take seconds.")
+
+    def get(self) -> Models:
+        self.start()
+        if self._models is None:
+            raise NotReady(self.status())
+        return self._models
+
+    def wait(self, timeout: float = 900) -> Models:
+        self.start()
+        self._thread.join(timeout)
+        return self.get()
+
+
+class NotReady(RuntimeError):
+    pass
+
+
+STORE = ModelStore()

@@ -1,0 +1,75 @@
+"""Step-through: one round of a trace at a time, with the real probabilities the verifier used."""
+from __future__ import annotations
+
+import html
+
+from specdec_core.trace import Round
+
+from . import figures
+from .render import message_html
+
+
+def _fmt(v: float | None, spec: str = "{:.3f}") -> str:
+    return "—" if v is None else spec.format(v)
+
+
+def round_table_html(r: Round, label, greedy: bool) -> str:
+    rows = []
+    for i, token in enumerate(r.drafted):
+        q = r.q_draft[i]
+        p = r.p_target[i]
+        examined = i <= r.num_accepted
+        accepted = i < r.num_accepted
+        u = r.uniforms[i] if i < len(r.uniforms) else None
+        ratio = None if q is None or q == 0 else p / q
+        if not examined:
+            decision, cls = "not examined (an earlier token was rejected)", "skip"
+        elif greedy:
+            decision, cls = ("accept: equals the target's argmax", "acc") if accepted else \
+                ("reject: the target's argmax differs", "rej")
+        else:
+            rule = f"u={_fmt(u)} {'<' if accepted else '≥'} min(1, p/q)={_fmt(min(1.0, ratio) if ratio else p)}"
+            decision, cls = (f"accept: {rule}", "acc") if accepted else (f"reject: {rule}", "rej")
+        rows.append(f"<tr class='{cls}'><td>{i + 1}</td><td><code>{html.escape(repr(label(token)))}</code></td>"
+                    f"<td>{_fmt(q) if q is not None else '1 (deterministic)'}</td><td>{_fmt(p)}</td>"
+                    f"<td>{_fmt(ratio, '{:.2f}')}</td><td>{html.escape(decision)}</td></tr>")
+    if not r.drafted:
+        rows.append("<tr><td colspan=6>Nothing drafted this round: one plain decoding step.</td></tr>")
+    kind = {"target": "correction, sampled from the residual normalise(max(0, p − q))" if not greedy
+            else "correction: the target's own argmax",
+            "bonus": "bonus token from the target (every draft token was accepted)",
+            "ar": "the target's own token (nothing drafted)"}
+    src = "target" if r.num_accepted < len(r.drafted) else ("bonus" if r.drafted else "ar")
+    final = (f"<p class='final'>Then: <code>{html.escape(repr(label(r.next_token)))}</code> — {kind[src]}, "
+             f"p = {_fmt(r.next_p)}. Round {r.index}: {r.num_accepted} of {len(r.drafted)} accepted, "
+             f"{len(r.emitted)} tokens committed with one target forward; draft {r.draft_seconds * 1000:.0f} ms, "
+             f"verify {r.verify_seconds * 1000:.0f} ms.</p>")
+    head = "<tr><th>#</th><th>draft token</th><th>q_draft</th><th>p_target</th><th>p/q</th><th>decision</th></tr>"
+    return f"<table class='steps'>{head}{''.join(rows)}</table>{final}"
+
+
+def step_view(rounds: list[Round], index: int, label, greedy: bool):
+    """(html, p-vs-q figure, residual/bonus figure, index) for round `index` (clamped)."""
+    if not rounds:
+        empty = figures.distribution_figure("Run a race first (or a fresh sampled run)", [], label)
+        return message_html("No trace yet: run a race, or press “Fresh sampled run”."), empty, empty, 0
+    index = max(0, min(int(index), len(rounds) - 1))
+    r = rounds[index]
+    pos = min(r.num_accepted, len(r.drafted))  # the decisive position: first rejection, or the bonus slot
+    if r.drafted and pos < len(r.draft_top):
+        left = figures.distribution_figure(
+            f"Position {pos + 1}: target p vs draft q (top tokens)",
+            [("p_target", r.target_top[pos], figures.COLORS["p"]), ("q_draft", r.draft_top[pos], figures.COLORS["q"])],
+            label)
+    else:
+        left = figures.distribution_figure(
+            f"Position {pos + 1}: target p (top tokens)", [("p_target", r.target_top[pos], figures.COLORS["p"])], label)
+    if r.residual_top is not None:
+        right = figures.distribution_figure("Residual normalise(max(0, p − q)): the correction is drawn from this",
+                                            [("residual", r.residual_top, figures.COLORS["residual"])], label)
+    else:
+        what = "bonus" if r.num_accepted == len(r.drafted) else "correction (greedy: argmax)"
+        right = figures.distribution_figure(f"Target p for the {what} token",
+                                            [("p_target", r.target_top[pos], figures.COLORS["p"])], label)
+    head = (f"<h3>Round {index + 1} of {len(rounds)}</h3>")
+    return head + round_table_html(r, label, greedy), left, right, index

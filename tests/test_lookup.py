@@ -1,0 +1,35 @@
+"""Prompt lookup known answers."""
+from __future__ import annotations
+
+import torch
+
+from specdec_core.config import LookupConfig, SamplingConfig
+from specdec_core.drafters import DraftContext, LookupDrafter
+from specdec_core.drafters.lookup import find_continuation
+
+
+def test_longest_ngram_wins_and_latest_match_first():
+    #        0  1  2  3  4  5  6  7  8  9 10
+    tokens = [1, 2, 3, 9, 1, 2, 4, 8, 5, 1, 2]
+    # suffix [1, 2]: latest earlier match at 4 -> continues [4, 8, 5]
+    assert find_continuation(tokens, 3, 1, 3) == [4, 8, 5]
+    # suffix [5, 1, 2] never appeared earlier; with n=1 the latest '2' is at 5 -> [4, 8]
+    assert find_continuation(tokens, 1, 1, 2) == [4, 8]
+
+
+def test_no_match_gives_empty_draft_and_draft_is_capped():
+    assert find_continuation([1, 2, 3, 4], 3, 1, 5) == []
+    assert find_continuation([7, 7, 7, 7, 7], 2, 2, 2) == [7, 7]
+    assert find_continuation([1, 2, 1], 2, 1, 10) == [2, 1]
+    assert find_continuation([1, 2, 1], 2, 1, 0) == []
+    assert find_continuation([1, 2, 1, 2], 3, 2, 10) == [1, 2]  # n=3 fails, n=2 finds [1, 2] at 0
+
+
+def test_min_ngram_size_is_respected():
+    assert find_continuation([5, 6, 9, 6], 3, 2, 4) == []  # only a unigram match exists
+
+
+def test_drafter_follows_protocol():
+    drafter = LookupDrafter(LookupConfig(max_ngram_size=2))
+    draft = drafter.propose(DraftContext([3, 4, 5, 6, 3, 4], 3, SamplingConfig(), torch.Generator()))
+    assert draft.tokens == [5, 6, 3] and draft.q_draft is None
