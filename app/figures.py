@@ -10,8 +10,8 @@ COLORS = {
     "spec": "#2563eb", "ar": "#6b7280", "draft": "#16a34a", "verify": "#f59e0b", "p": "#dc2626", "q": "#2563eb",
     "empirical": "#111827", "residual": "#9333ea",
 }
-LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=50, b=45), height=320,
-              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+LAYOUT = dict(template="plotly_white", margin=dict(l=55, r=20, t=50, b=100), height=380,
+              legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0.0),
               font=dict(size=13))
 
 
@@ -38,8 +38,8 @@ def race_figure(spec: list[Round], ar: list[Round], spec_label: str = "speculati
             x, y = progress_points(rounds)
             fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers", line=dict(color=color, width=3,
                                      shape="hv"), marker=dict(size=5)))
-    fig.update_layout(title="The race: tokens generated vs wall-clock seconds", xaxis_title="seconds since start",
-                      yaxis_title="tokens generated", **LAYOUT)
+    fig.update_layout(title="The race: tokens generated over time", xaxis_title="seconds since the run started",
+                      yaxis_title="tokens generated", **{**LAYOUT, "height": 420})
     return fig
 
 

@@ -28,13 +28,11 @@ class Models:
 
     @property
     def device_label(self) -> str:
-        dev = self.target.device
-        if dev.type == "cuda":
-            import torch
-
-            return f"GPU ({torch.cuda.get_device_name(dev)})"
         import torch
 
+        dev = self.target.device
+        if dev.type == "cuda":
+            return f"GPU ({torch.cuda.get_device_name(dev)})"
         return f"CPU ({torch.get_num_threads()} threads)"
 
 
@@ -99,11 +97,11 @@ class ModelStore:
 
     def status(self) -> str:
         if self._models is not None:
-            return f"✅ Models ready: {self._models.label} on {self._models.device_label}."
+            return f"● Models ready: {self._models.label} on {self._models.device_label}."
         if self._error is not None:
-            return f"❌ Could not load the models: {self._error}"
+            return f"✗ Could not load the models: {self._error}"
         waited = time.time() - self._started if self._started else 0
-        return (f"⏳ Loading models… {waited:.0f}s. The first start converts the embedded Qwen2.5-Coder pair "
+        return (f"… Loading models: {waited:.0f}s. The first start converts the embedded Qwen2.5-Coder pair "
                 "(about three minutes, once); later starts take seconds.")
 
     def get(self) -> Models:

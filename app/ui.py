@@ -156,7 +156,7 @@ def use_last_run(record):
     m = measured_point(record)
     if m is None or m["alpha"] is None:
         raise gr.Error("No race yet: run one on the Race tab first.")
-    return m["gamma"], round(min(max(m["cost"], 0.0), 1.0), 3)
+    return m["gamma"], round(min(max(m["cost"], 0.0), 2.0), 3)
 
 
 def exactness_handler(mode, prompt, chat, temperature, trials, seed):
@@ -238,8 +238,8 @@ def build_demo() -> gr.Blocks:
                         gr.Markdown("**Plain autoregressive** (same target, one token per forward)")
                         ar_out = gr.HTML(elem_id="ar-out")
                 verdict = gr.HTML()
+                race_plot = gr.Plot(label="Race", elem_id="race-plot")
                 with gr.Row():
-                    race_plot = gr.Plot(label="Race", elem_id="race-plot")
                     split_plot = gr.Plot(label="Time per round")
                     hist_plot = gr.Plot(label="Accepted per round")
                 with gr.Accordion("Downloads and run data", open=False):
@@ -270,7 +270,7 @@ def build_demo() -> gr.Blocks:
                             "expected speedup is (1 − α^(γ+1)) / ((1 − α)(γc + 1)) (Leviathan et al., 2023).")
                 with gr.Row():
                     th_gamma = gr.Slider(1, 16, value=5, step=1, label="γ (draft tokens per round)")
-                    th_cost = gr.Slider(0, 1, value=0.4, step=0.01, label="c (draft step cost / target forward)")
+                    th_cost = gr.Slider(0, 2, value=0.4, step=0.01, label="c (draft step cost / target forward)")
                     th_use = gr.Button("Use the last run's γ and c")
                 th_note = gr.Markdown()
                 with gr.Row():

@@ -69,3 +69,40 @@ def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
         return LayerSkipDrafter(target)
     right = {"always-right": None, "always-wrong": 0, "right-for-1": 1, "right-for-3": 3}[name]
     return ScriptedDrafter(prompt, greedy_reference(target, prompt, n + 8), target.vocab_size, right)
+
+
+@pytest.fixture(scope="session")
+def app_server():
+    """`python app.py` on a free local port, serving the tiny random-weight model (SPECDEC_TARGET=tiny-random)."""
+    import os
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "SPECDEC_TARGET": "tiny-random", "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    root = Path(__file__).resolve().parents[1]
+    (root / "out").mkdir(exist_ok=True)
+    log = open(root / "out" / "app_server.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"app.py exited with {proc.returncode}; see out/app_server.log")
+                time.sleep(0.5)
+        else:
+            raise RuntimeError("app.py did not start within 120 s")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

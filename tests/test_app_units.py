@@ -1,0 +1,132 @@
+"""Demo pieces without a browser: rendering, figures, request parsing, the race and the exactness lab on tiny models."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from app import exactness, figures, race
+from app.render import Piece, round_pieces, tokens_html
+from app.resources import Models
+from app.stepthrough import step_view
+from app.tokens import Detokenizer
+from conftest import PROMPT
+from specdec_core.config import ConfigError, GenerationConfig, SamplingConfig
+from specdec_core.drafters import DraftModelDrafter
+from specdec_core.engine import SpeculativeEngine
+from specdec_core.metrics import speedup_bound
+from specdec_core.session import run
+from specdec_core.trace import Round
+
+
+class CharTokenizer:
+    """Token id i <-> chr(65 + i % 58): enough to render and decode tiny-model output."""
+
+    def decode(self, ids, **kwargs):
+        return "".join(chr(65 + i % 58) for i in ids)
+
+    def __call__(self, text, add_special_tokens=True):
+        class Enc:
+            input_ids = [ord(c) % 96 for c in text]
+
+        return Enc()
+
+
+@pytest.fixture(scope="module")
+def tiny_models(target, draft_model):
+    return Models(target, draft_model, CharTokenizer(), (), "tiny test models")
+
+
+def make_round(**kw) -> Round:
+    base = dict(index=0, num_draft_requested=3, drafted=[1, 2, 3], q_draft=[0.9, 0.8, 0.7], p_target=[0.95, 0.1, 0.3],
+                uniforms=[], num_accepted=1, next_token=4, next_p=0.6, emitted=[1, 4], sources=["draft", "target"],
+                draft_seconds=0.1, verify_seconds=0.2)
+    return Round(**{**base, **kw})
+
+
+def test_tokens_are_coloured_by_source_escaped_and_rejections_on_demand():
+    r = make_round()
+    pieces = round_pieces(r, Detokenizer(CharTokenizer()))
+    assert [p.source for p in pieces] == ["draft", "rejected", "rejected", "target"]
+    assert pieces[1].p_target == 0.1 and pieces[1].q_draft == 0.8 and pieces[2].p_target is None
+    hidden = tokens_html(pieces)
+    assert hidden.count('class="tok s-') == 2 and "s-rejected" not in hidden
+    shown = tokens_html(pieces, show_rejected=True)
+    assert shown.count("s-rejected") == 2 and "p_target 0.950 · q_draft 0.900" in shown
+    evil = tokens_html([Piece("<script>x</script>", "ar", 0, None, None)])
+    assert "<script>" not in evil and "&lt;script&gt;" in evil
+
+
+def test_race_figure_counts_every_round_and_prompt_pass():
+    rounds = [make_round(index=i, prefill_seconds=0.5 if i == 0 else 0.0) for i in range(4)]
+    x, y = figures.progress_points(rounds)
+    assert y == [0, 0, 2, 4, 6, 8] and x[1] == 0.5 and x[-1] == pytest.approx(0.5 + 4 * 0.3)
+    fig = figures.race_figure(rounds, rounds[:2])
+    assert len(fig.data) == 2 and len(fig.data[0].x) == 6 and len(fig.data[1].x) == 4
+    hist = figures.accepted_histogram(rounds + [make_round(num_accepted=3, emitted=[1, 2, 3, 9])])
+    assert list(hist.data[0].y) == [0, 4, 0, 1]
+
+
+def test_theory_figure_plots_the_formula_and_the_last_run():
+    fig = figures.theory_figure(4, 0.3, {"alpha": 0.8, "gamma": 4, "cost": 0.3, "speedup": 1.5})
+    predicted = [t for t in fig.data if t.name == "predicted for last run"][0]
+    assert predicted.y[0] == pytest.approx(speedup_bound(0.8, 4, 0.3))
+    assert [t for t in fig.data if t.name == "measured last run"][0].y[0] == 1.5
+
+
+@pytest.mark.parametrize("args, msg", [
+    (("", "draft", 5, False, 0, 1, 0, 10, False), "enter a prompt"),
+    (("x", "beam", 5, False, 0, 1, 0, 10, False), "unknown method"),
+    (("x", "ar", 5, False, 0, 1, 0, 10, False), "speculative method"),
+    (("x", "draft", 5, False, 0, 1, 0, 10**6, False), "Max new tokens"),
+    (("x", "draft", 0, False, 0, 1, 0, 10, False), "Draft tokens"),
+    (("x", "draft", 5, False, -1, 1, 0, 10, False), "temperature"),
+    (("x", "draft", 5, False, 0, 1, "abc", 10, False), "Numbers only"),
+    (("x", "draft", 5, False, 0, 1, -3, 10, False), "seed"),
+])
+def test_bad_race_inputs_get_a_clear_message(args, msg):
+    with pytest.raises(ConfigError, match=msg):
+        race.parse_request(*args)
+
+
+def test_race_streams_both_runs_and_matches_the_engine(tiny_models, target, draft_model):
+    request = race.parse_request("ABCDEFGHABCDE", "draft", 4, False, 0, 1, 0, 24, False)
+    updates = list(race.run_race(tiny_models, request))
+    record = updates[-1][0]
+    assert len(updates) == len(record.spec.rounds) + len(record.ar.rounds) + 1
+    direct = run(SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size)), "draft",
+                 record.prompt_ids, request.config)
+    assert record.spec.token_ids == direct.token_ids == record.ar.token_ids
+    summary = record.summary()
+    assert summary["identical"] is True and summary["speculative"]["sources"] == [
+        s for r in direct.rounds for s in r.sources]
+    assert summary["speedup"] == pytest.approx(summary["speculative"]["tokens_per_second"]
+                                               / summary["autoregressive"]["tokens_per_second"])
+    html_out = race.race_outputs(record, False, "")
+    assert html_out[0].count('class="tok s-') == 24
+    assert "Identical" in race.verdict_html(record, tiny_models.tokenizer)
+    trace_path, charts_path = race.write_downloads(record)
+    assert '"speculative_rounds"' in open(trace_path).read() and "plotly" in open(charts_path).read()
+
+
+def test_step_view_walks_rounds_and_clamps(tiny_models, target, draft_model):
+    config = GenerationConfig(max_new_tokens=12, sampling=SamplingConfig(temperature=1.0))
+    rounds = run(SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size)), "draft", PROMPT,
+                 config).rounds
+    label = tiny_models.tokenizer.decode
+    html, left, right, index = step_view(rounds, 99, lambda t: label([t]), greedy=False)
+    assert index == len(rounds) - 1 and f"Round {len(rounds)} of {len(rounds)}" in html
+    rejected = [i for i, r in enumerate(rounds) if r.num_accepted < len(r.drafted)]
+    assert rejected  # a sampled run with this draft always has some rejection
+    html, left, right, _ = step_view(rounds, rejected[0], lambda t: label([t]), greedy=False)
+    assert "reject: u=" in html and "Residual" in right.layout.title.text
+    assert step_view([], 0, str, True)[3] == 0
+
+
+def test_exactness_lab_recovers_p_and_flags_q():
+    p, q, names = exactness.toy_distributions(seed=3)
+    counts = exactness.simulate(p, q, 20_000, seed=1)
+    assert exactness.chi_square(counts, p)[2] > 1e-3
+    q_counts = torch.round(q * 20_000)  # what blindly accepting the draft would produce
+    assert exactness.chi_square(q_counts, p)[2] < 1e-6
+    text, fig = exactness.lab_view(p, q, names, counts)
+    assert "consistent with p" in text and len(fig.data) == 3

@@ -1,0 +1,72 @@
+"""A person's view: headless Chromium (Debian's) opens the page, runs a race, walks every tab. Screenshots land in
+out/screenshots/ to look at."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.embedded  # the tiny model borrows the embedded tokenizer
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def page(app_server):
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "install Debian's chromium: apt-get install chromium (.ci/run does)"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(app_server)
+        page.wait_for_selector("text=Models ready", timeout=120_000)
+        yield page
+        browser.close()
+
+
+def test_race_shows_coloured_tokens_and_charts(page):
+    page.get_by_label("Max new tokens", exact=False).first.fill("24")
+    page.get_by_role("button", name="Race ▶").click()
+    page.wait_for_selector("text=Done.", timeout=180_000)
+    spec_tokens = page.locator("#spec-out .tok")
+    assert spec_tokens.count() == 24
+    sources = set(page.locator("#spec-out .tok").evaluate_all("els => els.map(e => e.className)"))
+    assert any("s-draft" in s for s in sources)
+    assert page.locator("#ar-out .tok").count() == 24
+    assert page.locator("#race-plot .js-plotly-plot").count() == 1
+    assert page.locator("#race-plot .scatterlayer .trace").count() == 2  # both runs on the race chart
+    assert page.get_by_text("Identical").count() == 1
+    page.get_by_label("Show rejected draft tokens").check()
+    page.wait_for_selector("#spec-out .s-rejected", timeout=10_000)
+    page.screenshot(path=str(SHOTS / "race.png"), full_page=True)
+
+
+def test_step_through_theory_and_lab(page):
+    page.get_by_role("tab", name="Step through").click()
+    page.get_by_role("button", name="Fresh sampled run (24 tokens)").click()
+    page.wait_for_selector("table.steps", timeout=120_000)
+    page.get_by_role("button", name="Next round ▶").click()
+    page.wait_for_selector("text=Round 2 of", timeout=10_000)
+    page.screenshot(path=str(SHOTS / "step.png"), full_page=True)
+
+    page.get_by_role("tab", name="Theory").click()
+    page.wait_for_selector("text=Last run", timeout=10_000)
+    page.screenshot(path=str(SHOTS / "theory.png"), full_page=True)
+
+    page.get_by_role("tab", name="Exactness lab").click()
+    page.get_by_role("button", name="Run the experiment").click()
+    page.wait_for_selector("text=consistent with p", timeout=60_000)
+    page.screenshot(path=str(SHOTS / "exactness.png"), full_page=True)
+
+
+def test_presentation_mode_toggles_large_high_contrast(page):
+    page.get_by_role("tab", name="Race").click()
+    page.get_by_label("Presentation mode", exact=False).check()
+    page.wait_for_function("document.body.classList.contains('present')", timeout=5_000)
+    page.screenshot(path=str(SHOTS / "presentation.png"), full_page=False)
+    page.get_by_label("Presentation mode", exact=False).uncheck()
