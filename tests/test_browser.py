@@ -68,6 +68,9 @@ def test_presentation_mode_toggles_large_high_contrast(page):
     page.get_by_role("tab", name="Race").click()
     page.get_by_label("Presentation mode", exact=False).check()
     page.wait_for_function("document.body.classList.contains('present')", timeout=5_000)
+    size = page.evaluate("getComputedStyle(document.querySelector('#spec-out .tokens')).fontSize")
+    zoom = page.evaluate("getComputedStyle(document.querySelector('.gradio-container')).zoom")
+    assert size == "24px" and float(zoom) > 1.2
     page.screenshot(path=str(SHOTS / "presentation.png"), full_page=False)
     page.get_by_label("Presentation mode", exact=False).uncheck()
 
