@@ -50,7 +50,11 @@ def simulate(p: torch.Tensor, q: torch.Tensor, trials: int, seed: int) -> torch.
 
 
 def chi_square(counts: torch.Tensor, p: torch.Tensor) -> tuple[float, int, float]:
-    """Pearson chi-square of counts against p, pooling cells with expected count < 5. (statistic, dof, p-value)"""
+    """Pearson chi-square of counts against p, pooling cells with expected count < 5. (statistic, dof, p-value)
+    A token drawn that p gives probability zero is an outright failure (p-value 0)."""
+    if float(counts[p == 0].sum()) > 0:
+        return float("inf"), 0, 0.0
+    counts, p = counts[p > 0], p[p > 0]
     n = float(counts.sum())
     expected = p * n
     big = expected >= 5

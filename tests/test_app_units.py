@@ -130,3 +130,14 @@ def test_exactness_lab_recovers_p_and_flags_q():
     assert exactness.chi_square(q_counts, p)[2] < 1e-6
     text, fig = exactness.lab_view(p, q, names, counts)
     assert "consistent with p" in text and len(fig.data) == 3
+
+
+def test_exactness_lab_handles_tokens_only_the_draft_proposes():
+    """Real contexts: after top-k, q has support where p is zero; those cells must not break the statistic."""
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0, 0.0])
+    q = torch.tensor([0.2, 0.2, 0.2, 0.2, 0.2])
+    counts = exactness.simulate(p, q, 10_000, seed=2)
+    assert counts[3:].sum() == 0
+    stat, dof, pvalue = exactness.chi_square(counts, p)
+    assert dof == 2 and pvalue > 1e-3
+    assert exactness.chi_square(torch.tensor([10.0, 10, 10, 1, 0]), p)[2] == 0.0
