@@ -141,3 +141,16 @@ def test_exactness_lab_handles_tokens_only_the_draft_proposes():
     stat, dof, pvalue = exactness.chi_square(counts, p)
     assert dof == 2 and pvalue > 1e-3
     assert exactness.chi_square(torch.tensor([10.0, 10, 10, 1, 0]), p)[2] == 0.0
+
+
+@pytest.mark.embedded
+def test_streaming_detokenizer_matches_full_decode_on_multibyte_text():
+    from app.resources import _embedded_tokenizer
+
+    tok = _embedded_tokenizer()
+    text = "def naïve(x):\n    return '日本語 ✓ 🚀' + x  # café\n"
+    ids = tok(text).input_ids
+    detok = Detokenizer(tok)
+    pieces = [detok.add(i) for i in ids]
+    assert "".join(pieces) == tok.decode(ids) == text
+    assert "" in pieces  # some tokens carry half a character and wait for the next
