@@ -84,13 +84,19 @@ def distribution_figure(title: str, series: list[tuple[str, TopK | dict[int, flo
     return fig
 
 
-def theory_figure(gamma: int, cost: float, measured: dict | None = None) -> go.Figure:
-    """Predicted speedup vs acceptance rate for several draft lengths at cost ratio c; the last run on top."""
-    alphas = [i / 100 for i in range(0, 100)]
+def gamma_curves(gamma: int, value, alpha_max: float) -> go.Figure:
+    """value(alpha, g) over alpha in [0, alpha_max] for g in {1, 2, 4, 8, gamma}; the chosen gamma drawn bold."""
+    alphas = [i / 100 for i in range(0, round(alpha_max * 100) + 1)]
     fig = go.Figure()
     for g in sorted({1, 2, 4, 8, gamma}):
-        fig.add_trace(go.Scatter(x=alphas, y=[speedup_bound(a, g, cost) for a in alphas], name=f"γ = {g}",
+        fig.add_trace(go.Scatter(x=alphas, y=[value(a, g) for a in alphas], name=f"γ = {g}",
                                  line=dict(width=4 if g == gamma else 1.5)))
+    return fig
+
+
+def theory_figure(gamma: int, cost: float, measured: dict | None = None) -> go.Figure:
+    """Predicted speedup vs acceptance rate for several draft lengths at cost ratio c; the last run on top."""
+    fig = gamma_curves(gamma, lambda a, g: speedup_bound(a, g, cost), alpha_max=0.99)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#9ca3af", annotation_text="no speedup")
     if measured and measured.get("alpha") is not None:
         a, g, c = measured["alpha"], measured["gamma"], measured["cost"]
@@ -105,11 +111,7 @@ def theory_figure(gamma: int, cost: float, measured: dict | None = None) -> go.F
 
 
 def tokens_per_round_figure(gamma: int) -> go.Figure:
-    alphas = [i / 100 for i in range(0, 101)]
-    fig = go.Figure()
-    for g in sorted({1, 2, 4, 8, gamma}):
-        fig.add_trace(go.Scatter(x=alphas, y=[expected_tokens_per_round(a, g) for a in alphas], name=f"γ = {g}",
-                                 line=dict(width=4 if g == gamma else 1.5)))
+    fig = gamma_curves(gamma, expected_tokens_per_round, alpha_max=1.0)
     fig.update_layout(title="Expected tokens per round (1−α^(γ+1)) / (1−α)", xaxis_title="acceptance rate α",
                       yaxis_title="tokens per target forward", **LAYOUT)
     return fig

@@ -145,17 +145,22 @@ def race_outputs(record: RaceRecord, show_rejected: bool, status: str):
     )
 
 
-def run_race(models: Models, request: RaceRequest, show_rejected: bool = False):
-    """Yield (record, status) after every round of the speculative run, then of the plain run."""
+def prepare(models: Models, request: RaceRequest) -> tuple[list[int], SpeculativeEngine]:
+    """Prompt ids (within the demo's limit) and the speculative engine for a request."""
     prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
     if len(prompt_ids) > MAX_PROMPT_TOKENS:
         raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")
+    drafter = build_drafter(request.method, models.target, models.draft)
+    return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos)
+
+
+def run_race(models: Models, request: RaceRequest):
+    """Yield (record, status) after every round of the speculative run, then of the plain run."""
+    prompt_ids, spec_engine = prepare(models, request)
     labels = {"draft": "draft model", "lookup": "prompt lookup", "layerskip": "layer-skip self-speculation"}
     record = RaceRecord(request, prompt_ids, RunView(labels[request.method], Detokenizer(models.tokenizer)),
                         RunView("plain autoregressive", Detokenizer(models.tokenizer)), models.device_label)
-    drafter = build_drafter(request.method, models.target, models.draft)
-    for view, engine in ((record.spec, SpeculativeEngine(models.target, drafter, models.eos)),
-                         (record.ar, SpeculativeEngine(models.target, None, models.eos))):
+    for view, engine in ((record.spec, spec_engine), (record.ar, SpeculativeEngine(models.target, None, models.eos))):
         name = "speculative" if view is record.spec else "plain autoregressive"
         for r in engine.generate(prompt_ids, request.config):
             view.add(r)

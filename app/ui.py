@@ -126,13 +126,7 @@ def fresh_step_run(prompt, method, num_draft_tokens, temperature, seed, chat):
     """A short speculative run for the step-through (sampled, so u, p/q and the residual are on show)."""
     try:
         request = race.parse_request(prompt, method, num_draft_tokens, False, temperature, 1.0, seed, 24, chat)
-        models = _models()
-        prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
-        from specdec_core.engine import SpeculativeEngine
-        from specdec_core.session import build_drafter
-
-        engine = SpeculativeEngine(models.target, build_drafter(request.method, models.target, models.draft),
-                                   models.eos)
+        prompt_ids, engine = race.prepare(_models(), request)
         rounds = list(engine.generate(prompt_ids, request.config))
     except ConfigError as e:
         raise gr.Error(str(e)) from None

@@ -12,7 +12,7 @@ from pathlib import Path
 from .config import (ConfigError, DraftConfig, GenerationConfig, LayerSkipConfig, LookupConfig, METHODS,
                      SamplingConfig, parse_layers, parse_method)
 from .models import DEFAULT_DRAFT, DEFAULT_TARGET, EMBEDDED, ModelLoadError, embedded_dir, load_model
-from .session import MethodOptions, build_drafter, encode_prompt, eos_token_ids, run
+from .session import MethodOptions, build_drafter, check_prompt_text, encode_prompt, eos_token_ids, run
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -69,9 +69,7 @@ def cmd_generate(args) -> int:
         LookupConfig(max_ngram_size=args.ngram_size),
         LayerSkipConfig(parse_layers(args.skip_layers) if args.skip_layers else None),
     )
-    text = read_prompt(args)
-    if not text.strip():
-        raise ConfigError("the prompt is empty")
+    text = check_prompt_text(read_prompt(args))  # before the slow model load
     target, tokenizer = load_model(args.target, args.device, args.dtype)
     draft = load_model(args.draft, args.device, args.dtype)[0] if method == "draft" else None
     prompt_ids = encode_prompt(tokenizer, text, chat=args.chat)

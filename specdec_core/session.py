@@ -51,11 +51,17 @@ def eos_token_ids(tokenizer, target: LanguageModel) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
-def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
+def check_prompt_text(text: str | None) -> str:
+    """The prompt text, or ConfigError if it is empty or oversized (cheap: callable before models load)."""
     if not text or not text.strip():
         raise ConfigError("the prompt is empty")
     if len(text) > MAX_PROMPT_CHARS:
         raise ConfigError(f"the prompt has {len(text)} characters; the limit is {MAX_PROMPT_CHARS}")
+    return text
+
+
+def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
+    check_prompt_text(text)
     if chat:
         return list(tokenizer.apply_chat_template(
             [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True, return_dict=False
