@@ -12,12 +12,12 @@ import torch
 
 from .config import ConfigError, GenerationConfig
 from .drafters.base import Draft, DraftContext, Drafter, NoDrafter
-from .kv import crop, new_cache
+from .kv import crop, keep, new_cache
 from .lm import LanguageModel
 from .sampling import logits_to_probs
 from .schedule import DraftLengthSchedule
 from .trace import Round, TopK
-from .verify import Verdict, verify_greedy, verify_sampling
+from .verify import Verdict, verify_greedy, verify_sampling, verify_tree
 
 TOP_K_RECORDED = 8
 
@@ -79,30 +79,32 @@ class SpeculativeEngine:
                 DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold, last_hidden)
             )
             t1 = self.clock()
-            # 2. One target forward over the last committed token and every draft token.
-            out = self.target.forward([tokens[-1], *draft.tokens], cache)
+            # 2. One target forward over the last committed token and every draft token (a tree: with a tree mask).
+            out = self.target.forward([tokens[-1], *draft.tokens], cache, draft.parents)
             p_target = logits_to_probs(out.logits, config.sampling)
-            # 3. Verify (greedy or exact speculative sampling), written once in verify.py.
+            # 3. Verify (greedy or exact speculative sampling; chain or tree), written once in verify.py.
             verdict = self._verify(draft, p_target, config, generator)
             t2 = self.clock()
-            # 4. Commit accepted tokens + correction/bonus, cut at EOS and max_new_tokens; crop the cache to match.
-            new = [*draft.tokens[: verdict.num_accepted], verdict.next_token][:remaining]
+            # 4. Commit accepted tokens + correction/bonus, cut at EOS and max_new_tokens; roll the cache back to match.
+            new = [*(draft.tokens[i] for i in verdict.path), verdict.next_token][:remaining]
             finished = None
             for i, token in enumerate(new):
                 if token in self.eos:
                     new, finished = new[: i + 1], "eos"
                     break
+            committed = len(tokens)
             tokens.extend(new)
             produced += len(new)
+            keep(cache, committed, [committed + i for i in verdict.path])
             crop(cache, len(tokens) - 1)
-            last_hidden = out.hidden[verdict.num_accepted]
+            last_hidden = out.hidden[verdict.path[-1] + 1 if verdict.path else 0]
             if finished is None and produced >= config.max_new_tokens:
                 finished = "length"
             if finished is None and len(tokens) >= self.target.max_positions:
                 finished = "context"
             # 5. Tell the drafter and the length schedule how it went; record the round.
             self.drafter.observe(verdict.num_accepted)
-            schedule.update(len(draft.tokens), verdict.num_accepted)
+            schedule.update(draft.depth, verdict.num_accepted)
             yield self._round(index, limit, draft, p_target, verdict, new, t1 - t0, t2 - t1,
                               prefill if index == 0 else 0.0, finished)
             index += 1
@@ -111,6 +113,8 @@ class SpeculativeEngine:
 
     @staticmethod
     def _verify(draft: Draft, p_target: torch.Tensor, config: GenerationConfig, generator) -> Verdict:
+        if draft.parents is not None:
+            return verify_tree(draft.tokens, draft.parents, p_target, generator, config.sampling.greedy)
         if config.sampling.greedy:
             return verify_greedy(draft.tokens, p_target)
         return verify_sampling(draft.tokens, p_target, draft.q_draft, generator)
@@ -120,13 +124,15 @@ class SpeculativeEngine:
         next_source = "ar" if k == 0 else ("bonus" if verdict.is_bonus else "target")
         sources = ([self.drafter.source] * n + [next_source])[: len(new)]
         q = draft.q_draft
-        next_dist = verdict.residual if verdict.residual is not None else p_target[n]
+        rows = draft.target_rows()
+        path_rows = [0] + [i + 1 for i in verdict.path]  # target rows along the accepted branch (chain: 0..n)
+        next_dist = verdict.residual if verdict.residual is not None else p_target[path_rows[-1]]
         return Round(
             index=index,
             num_draft_requested=limit,
             drafted=list(draft.tokens),
             q_draft=[float(q[i, x]) if q is not None else None for i, x in enumerate(draft.tokens)],
-            p_target=[float(p_target[i, x]) for i, x in enumerate(draft.tokens)],
+            p_target=[float(p_target[r, x]) for r, x in zip(rows, draft.tokens)],
             uniforms=list(verdict.uniforms),
             num_accepted=n,
             next_token=verdict.next_token,
@@ -136,8 +142,10 @@ class SpeculativeEngine:
             draft_seconds=draft_s,
             verify_seconds=verify_s,
             prefill_seconds=prefill_s,
-            target_top=[top_k(p_target[i]) for i in range(min(n + 1, k + 1))],
+            target_top=[top_k(p_target[r]) for r in path_rows],
             draft_top=[top_k(q[i]) for i in range(k)] if q is not None else [],
             residual_top=top_k(verdict.residual) if verdict.residual is not None else None,
             finished=finished,
+            parents=list(draft.parents) if draft.parents is not None else None,
+            accepted_path=list(verdict.path),
         )

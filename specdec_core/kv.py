@@ -1,6 +1,7 @@
-"""KV caches and their one verb: crop (roll back to a length)."""
+"""KV caches and their verbs: crop (roll back to a length) and keep (retain a prefix plus chosen positions)."""
 from __future__ import annotations
 
+import torch
 from transformers import DynamicCache
 
 
@@ -20,3 +21,16 @@ def crop(cache: DynamicCache, length: int) -> None:
         raise ValueError(f"cannot crop a cache of {cache.get_seq_length()} positions to {length}")
     if excess:
         cache.crop(-excess)
+
+
+def keep(cache: DynamicCache, prefix: int, positions: list[int]) -> None:
+    """Retain cached positions [0, prefix) followed by `positions` (each >= prefix, ascending), in place: after a tree
+    verification this keeps the accepted path's keys and values and drops its siblings'."""
+    if positions == list(range(prefix, prefix + len(positions))):
+        return crop(cache, prefix + len(positions))
+    index = None
+    for layer in cache.layers:
+        if index is None or index.device != layer.keys.device:
+            index = torch.tensor(list(range(prefix)) + positions, device=layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, index)
+        layer.values = layer.values.index_select(-2, index)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from . import tree
 from .kv import cache_length
 
 
@@ -31,15 +32,15 @@ class LanguageModel:
 
     @property
     def device(self) -> torch.device:
-        return self.lm_head.weight.device
+        return self.model.get_input_embeddings().weight.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.lm_head.weight.dtype
+        return self.model.get_input_embeddings().weight.dtype
 
     @property
     def vocab_size(self) -> int:
-        return self.lm_head.weight.shape[0]
+        return self.lm_head.out_features  # (a quantised Linear has no .weight tensor)
 
     @property
     def num_layers(self) -> int:
@@ -53,9 +54,19 @@ class LanguageModel:
         return torch.tensor([token_ids], dtype=torch.long, device=self.device)
 
     @torch.inference_mode()
-    def forward(self, token_ids: list[int], cache: DynamicCache) -> ForwardOutput:
-        """Append `token_ids` after the cached positions; return logits and hidden states for each of them."""
-        out = self.decoder(input_ids=self._ids(token_ids), past_key_values=cache, use_cache=True)
+    def forward(self, token_ids: list[int], cache: DynamicCache, parents: list[int] | None = None) -> ForwardOutput:
+        """Append `token_ids` after the cached positions; return logits and hidden states for each of them.
+
+        With `parents` (see tree.py), token_ids[0] is the root and token_ids[i+1] is tree node i: each attends to the
+        cache and its own ancestors only, at position cache length + depth (one forward verifies a whole tree)."""
+        if parents is None:
+            out = self.decoder(input_ids=self._ids(token_ids), past_key_values=cache, use_cache=True)
+        else:
+            past = cache_length(cache)
+            positions = torch.tensor([[past] + [past + d for d in tree.depths(parents)]], device=self.device)
+            mask = tree.attention_mask(parents, past, self.dtype, self.device)
+            out = self.decoder(input_ids=self._ids(token_ids), past_key_values=cache, use_cache=True,
+                               attention_mask=mask, position_ids=positions)
         hidden = out.last_hidden_state[0]
         return ForwardOutput(self.lm_head(hidden).float(), hidden)
 

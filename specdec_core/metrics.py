@@ -34,10 +34,10 @@ def compute_stats(rounds: list[Round]) -> Stats:
     drafted = sum(r.num_drafted for r in rounds)
     accepted = sum(min(r.num_accepted, len(r.emitted)) for r in rounds)
     new_tokens = sum(len(r.emitted) for r in rounds)
-    depth = max((r.num_drafted for r in rounds), default=0)
+    depth = max((r.depth for r in rounds), default=0)
     per_position = []
     for i in range(depth):
-        tried = [r for r in rounds if r.num_drafted > i and r.num_accepted >= i]  # position i was examined
+        tried = [r for r in rounds if r.depth > i and r.num_accepted >= i]  # position i was examined
         per_position.append(sum(r.num_accepted > i for r in tried) / len(tried) if tried else 0.0)
     draft_s = sum(r.draft_seconds for r in rounds)
     verify_s = sum(r.verify_seconds for r in rounds)

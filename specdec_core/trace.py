@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .tree import depths
+
 # Where an emitted token came from. Accepted draft tokens carry the drafter's source.
 ACCEPTED_SOURCES = ("draft", "lookup", "self", "medusa")
 SOURCES = ACCEPTED_SOURCES + ("target", "bonus", "ar")  # target = correction after a rejection; ar = no draft
@@ -37,10 +39,26 @@ class Round:
     draft_top: list[TopK] = field(default_factory=list)  # per proposed position (empty without q)
     residual_top: TopK | None = None  # normalise(max(0, p - q)) at the rejected position (sampling)
     finished: str | None = None  # "eos", "length", "context" on the last round
+    parents: list[int] | None = None  # the draft was a token tree (see tree.py); None = a chain
+    accepted_path: list[int] = field(default_factory=list)  # accepted draft nodes (a chain: 0..num_accepted-1)
 
     @property
     def num_drafted(self) -> int:
         return len(self.drafted)
+
+    @property
+    def depth(self) -> int:
+        """Longest branch of the draft: its length for a chain."""
+        return max(depths(self.parents), default=0) if self.parents is not None else len(self.drafted)
+
+    @property
+    def rejected(self) -> list[int]:
+        """Draft tokens not taken, for display: a chain's tail after the first rejection; in a tree, every node
+        off the accepted branch."""
+        if self.parents is None:
+            return self.drafted[self.num_accepted:]
+        taken = set(self.accepted_path)
+        return [t for i, t in enumerate(self.drafted) if i not in taken]
 
     @property
     def seconds(self) -> float:

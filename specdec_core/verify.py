@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .sampling import sample, uniform
+from .tree import children
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,11 @@ class Verdict:
     is_bonus: bool  # True when every draft token was accepted (or the draft was empty)
     uniforms: tuple[float, ...]  # u drawn per examined position (sampling only), u < p/q means accept
     residual: torch.Tensor | None  # normalise(max(0, p - q)) at the rejected position (sampling only)
+    path: tuple[int, ...] = ()  # accepted draft nodes in order (a chain: 0..num_accepted-1; a tree: one branch)
+
+    @staticmethod
+    def chain(n: int, next_token: int, is_bonus: bool, uniforms=(), residual=None) -> "Verdict":
+        return Verdict(n, next_token, is_bonus, tuple(uniforms), residual, tuple(range(n)))
 
 
 def verify_greedy(draft_tokens: list[int], p_target: torch.Tensor) -> Verdict:
@@ -28,7 +34,7 @@ def verify_greedy(draft_tokens: list[int], p_target: torch.Tensor) -> Verdict:
     n = 0
     while n < len(draft_tokens) and draft_tokens[n] == choices[n]:
         n += 1
-    return Verdict(n, choices[n], n == len(draft_tokens), (), None)
+    return Verdict.chain(n, choices[n], n == len(draft_tokens))
 
 
 def one_hot_rows(tokens: list[int], vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -68,5 +74,46 @@ def verify_sampling(
         if u * q_x < p_x:  # u < p/q, written without dividing by q
             continue
         residual = residual_distribution(p_target[i], q_draft[i])
-        return Verdict(i, sample(residual, generator), False, tuple(us), residual)
-    return Verdict(k, sample(p_target[k], generator), True, tuple(us), None)
+        return Verdict.chain(i, sample(residual, generator), False, us, residual)
+    return Verdict.chain(k, sample(p_target[k], generator), True, us)
+
+
+def verify_tree(
+    draft_tokens: list[int],
+    parents: list[int],
+    p_target: torch.Tensor,
+    generator: torch.Generator | None,
+    greedy: bool,
+) -> Verdict:
+    """Accept the longest branch of a token tree the target agrees with. Row 0 of `p_target` is the root's (the last
+    committed token's) distribution, row i+1 node i's.
+
+    Greedy: follow the child equal to the target's argmax. Sampling: candidates are deterministic (one-hot q), so at
+    each node try the children in order, accepting candidate x with probability r(x), where r is the target's
+    distribution with the siblings rejected so far removed and renormalised (recursive rejection sampling, as in
+    SpecInfer); if none is accepted, sample the correction from r. Either way the token taken at every node is
+    distributed exactly as p, so the output is too.
+    """
+    kids = children(parents)
+    node, path, us = -1, [], []
+    while True:
+        p = p_target[node + 1]
+        if greedy:
+            choice = int(torch.argmax(p))
+            nxt = next((c for c in kids[node] if draft_tokens[c] == choice), None)
+            if nxt is None:
+                return Verdict(len(path), choice, not kids[node], (), None, tuple(path))
+        else:
+            r, nxt = p, None
+            for c in kids[node]:
+                u = uniform(generator)
+                us.append(u)
+                if u < float(r[draft_tokens[c]]):
+                    nxt = c
+                    break
+                r = residual_distribution(r, one_hot_rows([draft_tokens[c]], r.shape[-1], r.device)[0])
+            if nxt is None:
+                tried = bool(kids[node])
+                return Verdict(len(path), sample(r, generator), not tried, tuple(us), r if tried else None, tuple(path))
+        path.append(nxt)
+        node = nxt

@@ -7,6 +7,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from ..config import SamplingConfig
+from ..tree import depths
 
 
 @dataclass(frozen=True)
@@ -14,7 +15,7 @@ class DraftContext:
     """What a drafter may look at when proposing the next tokens."""
 
     tokens: list[int]  # committed tokens: prompt + generated so far
-    max_tokens: int  # propose at most this many (0 => an empty draft, i.e. plain decoding)
+    max_tokens: int  # at most this many per branch: a chain's length, a tree's depth (0 => plain decoding)
     sampling: SamplingConfig
     generator: torch.Generator | None
     confidence_threshold: float = 0.0  # stop drafting when the drafter's own top probability falls below it
@@ -25,10 +26,22 @@ class DraftContext:
 class Draft:
     tokens: list[int]
     q_draft: torch.Tensor | None  # [len(tokens), vocab] warped draft distributions; None = deterministic (one-hot)
+    parents: list[int] | None = None  # a token tree (see tree.py; candidates deterministic); None = a chain
 
     @staticmethod
     def empty() -> "Draft":
         return Draft([], None)
+
+    @property
+    def depth(self) -> int:
+        """Longest branch: the number of tokens a round can accept at most (a chain's length)."""
+        return max(depths(self.parents), default=0) if self.parents is not None else len(self.tokens)
+
+    def target_rows(self) -> list[int]:
+        """For each draft token, the row of the verify forward's output that scores it (its parent's position)."""
+        if self.parents is None:
+            return list(range(len(self.tokens)))
+        return [p + 1 for p in self.parents]
 
 
 @runtime_checkable
