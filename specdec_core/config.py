@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-METHODS = ("ar", "draft", "lookup", "layerskip")
+METHODS = ("ar", "draft", "lookup", "layerskip", "medusa", "medusa-tree")
 MAX_NEW_TOKENS_LIMIT = 4096
 MAX_DRAFT_TOKENS_LIMIT = 64
 
@@ -68,6 +68,21 @@ class LayerSkipConfig:
     """Self-speculation: the target drafts with some of its layers skipped. None = a default for the depth."""
 
     skip_layers: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class MedusaConfig:
+    """Medusa heads: a weights file (None = the one shipped for the target) and the token-tree shape (medusa-tree)."""
+
+    heads: str | None = None
+    tree_nodes: int = 10  # candidates per round in tree mode
+    tree_top_k: int = 3  # children per node at most
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.tree_nodes <= MAX_DRAFT_TOKENS_LIMIT):
+            raise ConfigError(f"tree_nodes must be in [1, {MAX_DRAFT_TOKENS_LIMIT}], got {self.tree_nodes}")
+        if not (1 <= self.tree_top_k <= 16):
+            raise ConfigError(f"tree_top_k must be in [1, 16], got {self.tree_top_k}")
 
 
 @dataclass(frozen=True)
