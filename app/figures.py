@@ -56,7 +56,7 @@ def time_split_figure(rounds: list[Round]) -> go.Figure:
 
 
 def accepted_histogram(rounds: list[Round]) -> go.Figure:
-    top = max((r.num_drafted for r in rounds), default=0)
+    top = max((r.depth for r in rounds), default=0)
     counts = [0] * (top + 1)
     for r in rounds:
         if r.num_drafted:

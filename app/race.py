@@ -20,7 +20,7 @@ from .tokens import Detokenizer
 
 MAX_PROMPT_TOKENS = 4096
 MAX_NEW_TOKENS = 512
-SPEC_METHODS = ("draft", "lookup", "layerskip")
+SPEC_METHODS = ("draft", "lookup", "layerskip", "medusa", "medusa-tree")
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,8 @@ def prepare(models: Models, request: RaceRequest) -> tuple[list[int], Speculativ
 def run_race(models: Models, request: RaceRequest):
     """Yield (record, status) after every round of the speculative run, then of the plain run."""
     prompt_ids, spec_engine = prepare(models, request)
-    labels = {"draft": "draft model", "lookup": "prompt lookup", "layerskip": "layer-skip self-speculation"}
+    labels = {"draft": "draft model", "lookup": "prompt lookup", "layerskip": "layer-skip self-speculation",
+              "medusa": "Medusa heads (chain)", "medusa-tree": "Medusa heads (token tree)"}
     record = RaceRecord(request, prompt_ids, RunView(labels[request.method], Detokenizer(models.tokenizer)),
                         RunView("plain autoregressive", Detokenizer(models.tokenizer)), models.device_label)
     for view, engine in ((record.spec, spec_engine), (record.ar, SpeculativeEngine(models.target, None, models.eos))):

@@ -19,7 +19,7 @@ LABELS = {
     "ar": "plain decoding step (nothing drafted)",
     "rejected": "rejected draft token",
 }
-LEGEND_ORDER = ("draft", "lookup", "self", "target", "bonus", "ar", "rejected")
+LEGEND_ORDER = ("draft", "lookup", "self", "medusa", "target", "bonus", "ar", "rejected")
 
 
 @dataclass(frozen=True)
@@ -35,16 +35,19 @@ def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
     """Pieces for one round: emitted tokens in order, then (as 'rejected') the draft tokens the target refused."""
     pieces = []
     for i, (token, source) in enumerate(zip(r.emitted, r.sources)):
-        accepted = i < r.num_accepted
-        p = r.p_target[i] if accepted else r.next_p
-        q = r.q_draft[i] if accepted else None
+        node = r.accepted_path[i] if i < r.num_accepted else None
+        p = r.p_target[node] if node is not None else r.next_p
+        q = r.q_draft[node] if node is not None else None
         pieces.append(Piece(detok.add(token), source, r.index, p, q))
     n = r.num_accepted
-    refused = [  # the first was rejected with p and q; any after it were never examined
-        Piece(detok.piece(token), "rejected", r.index, r.p_target[i] if i == n else None,
-              r.q_draft[i] if i == n else None)
-        for i, token in enumerate(r.drafted[n:], start=n)
-    ]
+    if r.parents is None:  # a chain: the first was rejected with p and q; any after it were never examined
+        refused = [Piece(detok.piece(token), "rejected", r.index, r.p_target[i] if i == n else None,
+                         r.q_draft[i] if i == n else None)
+                   for i, token in enumerate(r.drafted[n:], start=n)]
+    else:  # a token tree: every candidate off the accepted branch
+        taken = set(r.accepted_path)
+        refused = [Piece(detok.piece(token), "rejected", r.index, r.p_target[i], None)
+                   for i, token in enumerate(r.drafted) if i not in taken]
     pieces[n:n] = refused  # shown where they were proposed, before the correction
     return pieces
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 
 from specdec_core.trace import Round
+from specdec_core.tree import chain_parents, depths
 
 from . import figures
 from .render import message_html
@@ -15,22 +16,29 @@ def _fmt(v: float | None, spec: str = "{:.3f}") -> str:
 
 def round_table_html(r: Round, label, greedy: bool) -> str:
     rows = []
+    parents = r.parents if r.parents is not None else chain_parents(len(r.drafted))
+    level = depths(parents)
+    on_path = set(r.accepted_path)
     for i, token in enumerate(r.drafted):
         q = r.q_draft[i]
         p = r.p_target[i]
-        examined = i <= r.num_accepted
-        accepted = i < r.num_accepted
-        u = r.uniforms[i] if i < len(r.uniforms) else None
+        examined = parents[i] < 0 or parents[i] in on_path  # its parent was accepted
+        accepted = i in on_path
+        u = r.uniforms[i] if r.parents is None and i < len(r.uniforms) else None
         ratio = None if q is None or q == 0 else p / q
         if not examined:
             decision, cls = "not examined (an earlier token was rejected)", "skip"
         elif greedy:
             decision, cls = ("accept: equals the target's argmax", "acc") if accepted else \
                 ("reject: the target's argmax differs", "rej")
+        elif u is None:  # a token tree: candidates tried in order against the target's (residual) distribution
+            decision, cls = ("accept (u < the candidate's remaining p)", "acc") if accepted else \
+                ("reject or not reached (an earlier sibling was taken)", "rej")
         else:
             rule = f"u={_fmt(u)} {'<' if accepted else '≥'} min(1, p/q)={_fmt(min(1.0, ratio) if ratio else p)}"
             decision, cls = (f"accept: {rule}", "acc") if accepted else (f"reject: {rule}", "rej")
-        rows.append(f"<tr class='{cls}'><td>{i + 1}</td><td><code>{html.escape(repr(label(token)))}</code></td>"
+        indent = "↳ " * (level[i] - 1) if r.parents is not None else ""
+        rows.append(f"<tr class='{cls}'><td>{i + 1}</td><td>{indent}<code>{html.escape(repr(label(token)))}</code></td>"
                     f"<td>{_fmt(q) if q is not None else '1 (deterministic)'}</td><td>{_fmt(p)}</td>"
                     f"<td>{_fmt(ratio, '{:.2f}')}</td><td>{html.escape(decision)}</td></tr>")
     if not r.drafted:
@@ -39,7 +47,8 @@ def round_table_html(r: Round, label, greedy: bool) -> str:
             else "correction: the target's own argmax",
             "bonus": "bonus token from the target (every draft token was accepted)",
             "ar": "the target's own token (nothing drafted)"}
-    src = "target" if r.num_accepted < len(r.drafted) else ("bonus" if r.drafted else "ar")
+    src = r.sources[r.num_accepted] if len(r.sources) > r.num_accepted else "target"
+    src = src if src in kind else "target"
     final = (f"<p class='final'>Then: <code>{html.escape(repr(label(r.next_token)))}</code> — {kind[src]}, "
              f"p = {_fmt(r.next_p)}. Round {r.index}: {r.num_accepted} of {len(r.drafted)} accepted, "
              f"{len(r.emitted)} tokens committed with one target forward; draft {r.draft_seconds * 1000:.0f} ms, "
@@ -68,7 +77,8 @@ def step_view(rounds: list[Round], index: int, label, greedy: bool):
         right = figures.distribution_figure("Residual normalise(max(0, p − q)): the correction is drawn from this",
                                             [("residual", r.residual_top, figures.COLORS["residual"])], label)
     else:
-        what = "bonus" if r.num_accepted == len(r.drafted) else "correction (greedy: argmax)"
+        bonus = len(r.sources) > r.num_accepted and r.sources[r.num_accepted] == "bonus"
+        what = "bonus" if bonus else "correction (greedy: argmax)"
         right = figures.distribution_figure(f"Target p for the {what} token",
                                             [("p_target", r.target_top[pos], figures.COLORS["p"])], label)
     head = (f"<h3>Round {index + 1} of {len(rounds)}</h3>")

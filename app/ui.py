@@ -18,7 +18,8 @@ from .resources import STORE, NotReady
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 UPDATE_SECONDS = 1.0  # live redraw interval of the race
 METHOD_CHOICES = [("Draft model (Qwen2.5-Coder 0.5B)", "draft"), ("Prompt lookup (no model)", "lookup"),
-                  ("Layer-skip self-speculation", "layerskip")]
+                  ("Layer-skip self-speculation", "layerskip"), ("Medusa heads (chain)", "medusa"),
+                  ("Medusa heads (token tree)", "medusa-tree")]
 
 HOW_IT_WORKS = """
 ### How speculative decoding works, in plain words

@@ -5,11 +5,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdec_core.config import GenerationConfig  # noqa: E402
 from specdec_core.drafters import Draft, DraftContext, DraftModelDrafter, LayerSkipDrafter, LookupDrafter, NoDrafter  # noqa: E402
+from specdec_core.drafters.medusa import MedusaDrafter, MedusaHeads, TreeShape  # noqa: E402
 from specdec_core.engine import SpeculativeEngine  # noqa: E402
 from specdec_core.lm import LanguageModel  # noqa: E402
 from specdec_core.models import perturbed_copy, tiny_model  # noqa: E402
@@ -55,7 +57,39 @@ class ScriptedDrafter:
         pass
 
 
-DRAFTERS = ["ar", "draft", "lookup", "layerskip", "always-right", "always-wrong", "right-for-1", "right-for-3"]
+class ScriptedTreeDrafter(ScriptedDrafter):
+    """A token tree whose right branch is never the first child: per level a wrong node (with a wrong child of its
+    own) and then the right node, which the next level hangs from. Tests tree masks and keeping a non-contiguous
+    branch of the KV cache."""
+
+    def propose(self, context: DraftContext) -> Draft:
+        start = len(context.tokens)
+        truth = self.full[start : start + context.max_tokens]  # for a tree, max_tokens bounds the depth
+        tokens, parents, right_node = [], [], -1
+        for level, t in enumerate(truth):
+            tokens.append((t + 1) % self.vocab_size)
+            parents.append(right_node)
+            if level + 1 < len(truth):  # the wrong node's own child (never deeper than the right branch)
+                tokens.append((t + 2) % self.vocab_size)
+                parents.append(len(tokens) - 2)
+            tokens.append(t)
+            parents.append(right_node)
+            right_node = len(tokens) - 1
+        return Draft(tokens, None, parents) if tokens else Draft.empty()
+
+
+def tiny_medusa_heads(target, num_heads: int = 3, seed: int = 7) -> MedusaHeads:
+    """Random heads (small weights): they guess from the target's hidden state, sometimes right."""
+    heads = MedusaHeads(target.config.hidden_size, num_heads)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for block in heads.blocks:
+            block.linear.weight.copy_(0.3 * torch.randn(block.linear.weight.shape, generator=gen))
+    return heads
+
+
+DRAFTERS = ["ar", "draft", "lookup", "layerskip", "medusa", "medusa-tree", "always-right", "always-wrong",
+            "right-for-1", "right-for-3", "tree-right-second"]
 
 
 def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
@@ -67,6 +101,10 @@ def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
         return LookupDrafter()
     if name == "layerskip":
         return LayerSkipDrafter(target)
+    if name in ("medusa", "medusa-tree"):
+        return MedusaDrafter(target, tiny_medusa_heads(target), TreeShape(8, 3) if name == "medusa-tree" else None)
+    if name == "tree-right-second":
+        return ScriptedTreeDrafter(prompt, greedy_reference(target, prompt, n + 8), target.vocab_size, None)
     right = {"always-right": None, "always-wrong": 0, "right-for-1": 1, "right-for-3": 3}[name]
     return ScriptedDrafter(prompt, greedy_reference(target, prompt, n + 8), target.vocab_size, right)
 

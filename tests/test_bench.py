@@ -1,0 +1,106 @@
+"""The benchmark's parsing, aggregation and reports (no timing is tested: the numbers here are synthetic)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specdec_core.bench.aggregate import RunRecord, find_mismatches, summarise
+from specdec_core.bench.prompts import parse_jsonl, suite
+from specdec_core.bench.report import peer_lines, table, to_json, write_plot
+from specdec_core.bench.runner import parse_methods
+from specdec_core.config import ConfigError
+from specdec_core.metrics import speedup_bound
+
+
+def test_parse_jsonl_reads_prompts_ids_and_chat():
+    text = '{"prompt": "def f():", "id": "a"}\n\n{"prompt": "Fix this", "chat": true}\n'
+    prompts = parse_jsonl(text)
+    assert [(p.id, p.prompt, p.chat) for p in prompts] == [("a", "def f():", False), ("line-3", "Fix this", True)]
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("not json", "not JSON"),
+    ('{"id": "x"}', "'prompt'"),
+    ('{"prompt": "  "}', "'prompt'"),
+    ('["prompt"]', "'prompt'"),
+    ('{"prompt": "a", "chat": "yes"}', "'chat'"),
+    ('{"prompt": "a", "id": 1}\n{"prompt": "b", "id": 1}', "unique"),
+    ("\n\n", "no prompts"),
+])
+def test_parse_jsonl_rejects_bad_files(text, reason):
+    with pytest.raises(ConfigError, match=reason):
+        parse_jsonl(text)
+
+
+def test_suites():
+    he = suite("humaneval", limit=3)
+    assert [p.id for p in he] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"] and not he[0].chat
+    summ = suite("summarise")
+    assert len(summ) >= 3 and all(p.chat and len(p.prompt) > 800 for p in summ)
+    with pytest.raises(ConfigError, match="unknown suite"):
+        suite("mmlu")
+    with pytest.raises(ConfigError, match="limit"):
+        suite("humaneval", limit=0)
+
+
+def test_parse_methods_puts_the_reference_first():
+    assert parse_methods("draft,hf-assisted") == ("ar", "draft", "hf-assisted")
+    assert parse_methods("lookup, ar") == ("ar", "lookup")
+    with pytest.raises(ConfigError, match="unknown method"):
+        parse_methods("draft,beam")
+    with pytest.raises(ConfigError, match="twice"):
+        parse_methods("draft,draft")
+
+
+def stats(tokens, rounds, drafted, accepted, draft_s, verify_s):
+    return {"new_tokens": tokens, "rounds": rounds, "drafted": drafted, "accepted": accepted,
+            "draft_seconds": draft_s, "verify_seconds": verify_s}
+
+
+def records():
+    out = []
+    for prompt in ("p0", "p1"):
+        out.append(RunRecord("ar", prompt, 0, [1, 2, 3, 4], 4.0, 3.8, 1000.0, stats(4, 4, 0, 0, 0.0, 3.9)))
+        out.append(RunRecord("draft", prompt, 0, [1, 2, 3, 4], 2.0, 1.9, 1200.0, stats(4, 2, 6, 2, 0.6, 1.3)))
+        out.append(RunRecord("hf-assisted", prompt, 0, [1, 2, 9, 4] if prompt == "p1" else [1, 2, 3, 4], 2.5, 2.4,
+                             1100.0, None))
+    return out
+
+
+def test_summary_aggregates_over_prompts_and_applies_the_bound():
+    rows = {r.method: r for r in summarise(records(), greedy=True)}
+    ar, draft, hf = rows["ar"], rows["draft"], rows["hf-assisted"]
+    assert (ar.tokens, ar.tokens_per_second, ar.speedup, ar.alpha, ar.tau) == (8, 1.0, 1.0, None, 1.0)
+    assert draft.tokens_per_second == 2.0 and draft.speedup == 2.0
+    assert draft.alpha == pytest.approx(4 / 12) and draft.tau == 2.0
+    c = (1.2 / 12) / (2.6 / 4)
+    assert draft.cost_ratio == pytest.approx(c)
+    assert draft.bound == pytest.approx(speedup_bound(4 / 12, 3.0, c))  # gamma = 12 drafted / 4 rounds
+    v = (2.6 / 4) / (7.8 / 8)  # a verify forward vs one plain step
+    assert draft.bound_with_verify == pytest.approx((1 - (1 / 3) ** 4) / (1 - 1 / 3) / (3 * c + v))
+    assert draft.overhead == pytest.approx(1 - 3.8 / 4.0) and draft.peak_rss_mb == 1200.0
+    assert hf.alpha is None and hf.bound is None and hf.speedup == pytest.approx(1.6)
+    assert hf.mismatches == ["p1 (repeat 0): differs at token 2"] and draft.mismatches == []
+    assert summarise(records(), greedy=False)[2].mismatches == []  # sampled outputs may differ
+
+
+def test_mismatch_on_length_and_tree_has_no_bound():
+    recs = records()[:2] + [RunRecord("medusa-tree", "p0", 0, [1, 2, 3], 1.0, 1.0, 1.0, stats(3, 1, 5, 2, 0.1, 0.9))]
+    assert find_mismatches(recs)["medusa-tree"] == ["p0 (repeat 0): differs at token 3"]
+    tree = summarise(recs, greedy=True)[-1]
+    assert tree.bound is None and tree.alpha == pytest.approx(0.4)
+
+
+def test_reports(tmp_path):
+    rows = summarise(records(), greedy=True)
+    text = table(rows)
+    lines = text.splitlines()
+    assert len(lines) == 2 + 3 and lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    assert "| draft | 8 | 2.00 | 2.00× |" in text and "✗ 1" in lines[4]
+    assert peer_lines(rows) == ["draft vs hf-assisted: 1.25×"]
+    data = json.loads(json.dumps(to_json({"command": "x"}, rows, records())))
+    assert data["summary"][1]["method"] == "draft" and len(data["runs"]) == 6
+    write_plot(tmp_path / "r.html", {"command": "x"}, rows, records())
+    html = (tmp_path / "r.html").read_text()
+    assert "hf-assisted" in html and "Leviathan" in html
