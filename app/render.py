@@ -35,7 +35,7 @@ def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
     """Pieces for one round: emitted tokens in order, then (as 'rejected') the draft tokens the target refused."""
     pieces = []
     for i, (token, source) in enumerate(zip(r.emitted, r.sources)):
-        node = r.accepted_path[i] if i < r.num_accepted else None
+        node = r.branch[i] if i < r.num_accepted else None
         p = r.p_target[node] if node is not None else r.next_p
         q = r.q_draft[node] if node is not None else None
         pieces.append(Piece(detok.add(token), source, r.index, p, q))
@@ -45,7 +45,7 @@ def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
                          r.q_draft[i] if i == n else None)
                    for i, token in enumerate(r.drafted[n:], start=n)]
     else:  # a token tree: every candidate off the accepted branch
-        taken = set(r.accepted_path)
+        taken = set(r.branch)
         refused = [Piece(detok.piece(token), "rejected", r.index, r.p_target[i], None)
                    for i, token in enumerate(r.drafted) if i not in taken]
     pieces[n:n] = refused  # shown where they were proposed, before the correction

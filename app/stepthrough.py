@@ -18,7 +18,7 @@ def round_table_html(r: Round, label, greedy: bool) -> str:
     rows = []
     parents = r.parents if r.parents is not None else chain_parents(len(r.drafted))
     level = depths(parents)
-    on_path = set(r.accepted_path)
+    on_path = set(r.branch)
     for i, token in enumerate(r.drafted):
         q = r.q_draft[i]
         p = r.p_target[i]

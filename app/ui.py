@@ -25,8 +25,10 @@ HOW_IT_WORKS = """
 ### How speculative decoding works, in plain words
 A big model writes one token per forward pass, and on a CPU or GPU a forward pass over **one** new token costs about
 the same as over **five**: the time goes into reading the weights, not into the arithmetic. So we let something cheap
-**guess** a few tokens ahead (a small draft model, a copy from the prompt, or the big model with layers skipped), and
-let the big model **check all the guesses in one forward pass**.
+**guess** a few tokens ahead (a small draft model, a copy from the prompt, the big model with layers skipped, or
+Medusa heads — tiny extra layers on the big model that guess 2, 3, 4, 5 tokens ahead), and let the big model **check
+all the guesses in one forward pass**. Medusa can also propose a small **tree** of alternatives; one forward with a
+tree-shaped attention mask checks every branch, and the longest branch the target agrees with wins.
 
 1. **Draft**: the drafter proposes γ tokens.
 2. **Verify**: one target forward scores the last token plus all γ proposals at once.
@@ -39,7 +41,8 @@ let the big model **check all the guesses in one forward pass**.
 The output is **exactly** what the big model alone would produce: the same tokens under greedy decoding, the same
 distribution when sampling. Only the speed changes — up when guesses are good and cheap, down when they are not.
 Colours: <span class="tok s-draft">draft accepted</span> <span class="tok s-lookup">lookup accepted</span>
-<span class="tok s-self">self-draft accepted</span> <span class="tok s-target">target correction</span>
+<span class="tok s-self">self-draft accepted</span> <span class="tok s-medusa">Medusa accepted</span>
+<span class="tok s-target">target correction</span>
 <span class="tok s-bonus">bonus</span> <span class="tok s-rejected">rejected guess</span>.
 """
 

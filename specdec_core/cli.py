@@ -40,6 +40,8 @@ def add_model_args(p) -> None:
     p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], help="(default: automatic)")
     p.add_argument("--draft-dtype", choices=["bfloat16", "float16", "float32"], help="the draft model's only")
     p.add_argument("--draft-quant", choices=["int8"], help="dynamic int8 quantisation of the draft's linear layers")
+    p.add_argument("--draft-quant-granularity", choices=["channel", "tensor"], default="channel",
+                   help="int8 weight scales per output channel (default) or per tensor")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--num-draft-tokens", type=int, default=DraftConfig.num_draft_tokens)
     p.add_argument("--adaptive", action="store_true", help="+2/-1 draft length and stop below confidence")
@@ -117,12 +119,12 @@ def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
 
 def load_draft(args):
     """The draft model with its own dtype / int8 dynamic quantisation if asked (it only changes q, never the output)."""
-    draft = load_model(args.draft, args.device, args.draft_dtype or args.dtype)[0]
     if args.draft_quant == "int8":
         from .quantize import int8_dynamic
 
-        draft = int8_dynamic(draft)
-    return draft
+        draft = load_model.__wrapped__(args.draft, args.device, "float32")[0]  # a private copy, quantised in place
+        return int8_dynamic(draft, per_channel=args.draft_quant_granularity == "channel")
+    return load_model(args.draft, args.device, args.draft_dtype or args.dtype)[0]
 
 
 def cmd_generate(args) -> int:
@@ -181,6 +183,7 @@ def cmd_bench(args) -> int:
         "prompts": [p.id for p in prompts], "methods": list(methods), "config": asdict(config),
         "target": args.target, "draft": args.draft, "dtype": str(target.dtype), "device": str(target.device),
         "draft_dtype": str(draft.dtype) if draft else None, "draft_quant": args.draft_quant,
+        "draft_quant_granularity": args.draft_quant_granularity if args.draft_quant else None,
         "threads": torch.get_num_threads(), "memory": PeakMemory(target.device).kind,
         "timing": "wall clock per call, prompt pass included; speedup = tokens/s over ar's, same run",
         "hf_settings": {m: hf_settings(m, config, options.lookup) for m in methods if m.startswith("hf-")},

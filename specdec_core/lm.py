@@ -54,8 +54,11 @@ class LanguageModel:
         return torch.tensor([token_ids], dtype=torch.long, device=self.device)
 
     @torch.inference_mode()
-    def forward(self, token_ids: list[int], cache: DynamicCache, parents: list[int] | None = None) -> ForwardOutput:
-        """Append `token_ids` after the cached positions; return logits and hidden states for each of them.
+    def forward(self, token_ids: list[int], cache: DynamicCache, parents: list[int] | None = None,
+                logits_rows: int | None = None) -> ForwardOutput:
+        """Append `token_ids` after the cached positions; return logits and hidden states for each of them
+        (logits for the last `logits_rows` positions only when given: a prompt pass needs none, and the LM head
+        over a long prompt costs seconds on a CPU).
 
         With `parents` (see tree.py), token_ids[0] is the root and token_ids[i+1] is tree node i: each attends to the
         cache and its own ancestors only, at position cache length + depth (one forward verifies a whole tree)."""
@@ -68,10 +71,12 @@ class LanguageModel:
             out = self.decoder(input_ids=self._ids(token_ids), past_key_values=cache, use_cache=True,
                                attention_mask=mask, position_ids=positions)
         hidden = out.last_hidden_state[0]
-        return ForwardOutput(self.lm_head(hidden).float(), hidden)
+        rows = hidden if logits_rows is None else hidden[hidden.shape[0] - logits_rows:]
+        return ForwardOutput(self.lm_head(rows).float(), hidden)
 
     @torch.inference_mode()
-    def forward_layers(self, token_ids: list[int], cache: DynamicCache, layers: tuple[int, ...]) -> ForwardOutput:
+    def forward_layers(self, token_ids: list[int], cache: DynamicCache, layers: tuple[int, ...],
+                       logits_rows: int | None = None) -> ForwardOutput:
         """Like `forward` but through the given decoder layers only (Llama-style decoders: embed, layers, norm).
 
         The cache must be dedicated to this layer subset; layer 0 must be among `layers` (its length is the cache's).
@@ -95,4 +100,5 @@ class LanguageModel:
                 position_embeddings=rope,
             )
         hidden = dec.norm(h)[0]
-        return ForwardOutput(self.lm_head(hidden).float(), hidden)
+        rows = hidden if logits_rows is None else hidden[hidden.shape[0] - logits_rows:]
+        return ForwardOutput(self.lm_head(rows).float(), hidden)

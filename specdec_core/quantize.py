@@ -1,8 +1,8 @@
-"""Cheaper draft models: dynamic int8 quantisation of every Linear layer (weights int8, activations quantised per
-call). Only ever applied to the draft: it changes q, and exact verification keeps the output the target's."""
+"""Cheaper draft models: dynamic int8 quantisation of every Linear layer (int8 weights, per output channel;
+activations quantised per call). Only ever applied to the draft: it changes q, and exact verification keeps the
+output the target's."""
 from __future__ import annotations
 
-import copy
 import warnings
 
 import torch
@@ -10,14 +10,14 @@ import torch
 from .lm import LanguageModel
 
 
-def int8_dynamic(lm: LanguageModel) -> LanguageModel:
-    """A float32 copy of `lm` with torch's dynamic int8 Linear layers (CPU; the LM head included)."""
-    if lm.device.type != "cpu":
-        raise ValueError("dynamic int8 quantisation runs on the CPU only")
-    model = copy.deepcopy(lm.model).float()
+def int8_dynamic(lm: LanguageModel, per_channel: bool = True) -> LanguageModel:
+    """Quantise `lm`'s Linear layers (the LM head included) in place; `lm` must be a float32 CPU model."""
+    if lm.device.type != "cpu" or lm.dtype != torch.float32:
+        raise ValueError("dynamic int8 quantisation needs a float32 model on the CPU")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization announces its move to torchao
-        from torch.ao.quantization import quantize_dynamic
+        from torch.ao.quantization import default_dynamic_qconfig, per_channel_dynamic_qconfig, quantize_dynamic
 
-        model = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        qconfig = per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig
+        model = quantize_dynamic(lm.model, {torch.nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
     return LanguageModel(model, f"{lm.name}-int8")

@@ -50,7 +50,7 @@ def medusa_drafter(target: LanguageModel, config: MedusaConfig, tree: bool) -> M
     try:
         heads = load_heads(path)
         return MedusaDrafter(target, heads, TreeShape(config.tree_nodes, config.tree_top_k) if tree else None)
-    except (OSError, ValueError, RuntimeError, KeyError) as e:
+    except Exception as e:  # noqa: BLE001 - any unreadable or mismatched file becomes one message
         raise ConfigError(f"cannot use Medusa heads {path}: {str(e).splitlines()[0][:200]}") from None
 
 

@@ -52,12 +52,17 @@ class Round:
         return max(depths(self.parents), default=0) if self.parents is not None else len(self.drafted)
 
     @property
+    def branch(self) -> list[int]:
+        """Accepted draft nodes in order (for a chain recorded without a path: 0..num_accepted-1)."""
+        return self.accepted_path if self.parents is not None else list(range(self.num_accepted))
+
+    @property
     def rejected(self) -> list[int]:
         """Draft tokens not taken, for display: a chain's tail after the first rejection; in a tree, every node
         off the accepted branch."""
         if self.parents is None:
             return self.drafted[self.num_accepted:]
-        taken = set(self.accepted_path)
+        taken = set(self.branch)
         return [t for i, t in enumerate(self.drafted) if i not in taken]
 
     @property

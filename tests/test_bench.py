@@ -104,3 +104,12 @@ def test_reports(tmp_path):
     write_plot(tmp_path / "r.html", {"command": "x"}, rows, records())
     html = (tmp_path / "r.html").read_text()
     assert "hf-assisted" in html and "Leviathan" in html
+
+
+def test_target_forwards_are_summed_only_when_every_run_counted_them():
+    import dataclasses
+
+    recs = [dataclasses.replace(r, target_forwards=5) for r in records()]
+    rows = {r.method: r for r in summarise(recs, greedy=True)}
+    assert rows["ar"].target_forwards == 10 and rows["hf-assisted"].target_forwards == 10
+    assert summarise(records()[:1] + recs[1:], greedy=True)[0].target_forwards is None

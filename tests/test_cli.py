@@ -30,6 +30,13 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["generate"], "required"),
     (["generate", "--prompt-file", "/does/not/exist"], "cannot read"),
     (["generate", "--prompt", "x", "--target", "/does/not/exist"], "cannot load model"),
+    (["generate", "--prompt", "x", "--tree-nodes", "0"], "tree_nodes"),
+    (["generate", "--prompt", "x", "--threads", "0"], "threads"),
+    (["bench", "--suite", "humaneval", "--methods", "draft,beam"], "unknown method"),
+    (["bench", "--suite", "humaneval", "--limit", "0"], "limit"),
+    (["bench", "--prompts", "/does/not/exist.jsonl"], "cannot read --prompts"),
+    (["bench"], "required"),
+    (["bench", "--suite", "humaneval", "--repeats", "0"], "repeats"),
 ])
 def test_bad_arguments_exit_nonzero_with_one_line(args, reason):
     proc = cli(*args)

@@ -8,13 +8,15 @@ from specdec_core.drafters import DraftContext, LookupDrafter
 from specdec_core.drafters.lookup import find_continuation
 
 
-def test_longest_ngram_wins_and_latest_match_first():
+def test_longest_ngram_wins_and_earliest_match_first():
     #        0  1  2  3  4  5  6  7  8  9 10
     tokens = [1, 2, 3, 9, 1, 2, 4, 8, 5, 1, 2]
-    # suffix [1, 2]: latest earlier match at 4 -> continues [4, 8, 5]
-    assert find_continuation(tokens, 3, 1, 3) == [4, 8, 5]
-    # suffix [5, 1, 2] never appeared earlier; with n=1 the latest '2' is at 5 -> [4, 8]
-    assert find_continuation(tokens, 1, 1, 2) == [4, 8]
+    # suffix [5, 1, 2] never appeared earlier; [1, 2]: earliest match at 0 -> continues [3, 9, 1]
+    assert find_continuation(tokens, 3, 1, 3) == [3, 9, 1]
+    # with n=1 the earliest '2' is at 1 -> [3, 9]
+    assert find_continuation(tokens, 1, 1, 2) == [3, 9]
+    # a longer n-gram beats an earlier shorter one: suffix [4, 8, 5] vs [8, 5]
+    assert find_continuation([8, 5, 0, 4, 8, 5, 6, 7, 4, 8, 5], 3, 1, 2) == [6, 7]
 
 
 def test_no_match_gives_empty_draft_and_draft_is_capped():

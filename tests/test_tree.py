@@ -138,3 +138,20 @@ def test_heads_save_and_load_roundtrip(tmp_path, target):
     assert torch.allclose(loaded(h, w), heads.to(torch.bfloat16).float()(h, w), atol=1e-3)
     with pytest.raises(ValueError, match="hidden size"):
         MedusaDrafter(target, MedusaHeads(target.config.hidden_size + 1, 1))
+
+
+def test_missing_or_mismatched_heads_give_clear_errors(tmp_path, target):
+    from specdec_core.config import ConfigError, MedusaConfig
+    from specdec_core.session import medusa_drafter
+
+    with pytest.raises(ConfigError, match="train_medusa"):
+        medusa_drafter(target, MedusaConfig(), tree=False)  # nothing ships for a tiny random model
+    with pytest.raises(ConfigError, match="no Medusa heads"):
+        medusa_drafter(target, MedusaConfig(heads=str(tmp_path / "nope.safetensors")), tree=True)
+    wrong = tmp_path / "wrong.safetensors"
+    MedusaHeads(target.config.hidden_size * 2, 1).save(wrong, {})
+    with pytest.raises(ConfigError, match="hidden size"):
+        medusa_drafter(target, MedusaConfig(heads=str(wrong)), tree=False)
+    (tmp_path / "junk.safetensors").write_text("not a weights file")
+    with pytest.raises(ConfigError, match="cannot use"):
+        medusa_drafter(target, MedusaConfig(heads=str(tmp_path / "junk.safetensors")), tree=False)

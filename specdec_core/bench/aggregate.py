@@ -19,6 +19,7 @@ class RunRecord:
     forward_seconds: float  # of which inside model forwards (target + draft); the rest is engine overhead
     peak_rss_mb: float  # process peak resident memory during this run (all loaded models included)
     stats: dict | None = None  # the engine's Stats (None for transformers' methods)
+    target_forwards: int | None = None  # target LM-head calls (prompt pass included), counted by a hook
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -33,7 +34,8 @@ class MethodSummary:
     tokens_per_second: float
     speedup: float | None  # tokens/s over the reference's (ar) in the same run
     alpha: float | None  # accepted / drafted
-    tau: float | None  # tokens per target forward
+    tau: float | None  # tokens per target forward (prompt pass not counted)
+    target_forwards: int | None  # target forwards, prompt passes included (counted alike for every method)
     draft_seconds: float | None
     verify_seconds: float | None
     overhead: float  # share of wall time outside model forwards
@@ -105,8 +107,10 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
                         v = (verify_s / rounds) / ref_step
                         bound_v = expected_tokens_per_round(alpha, g) / (g * c + v)
         forward = sum(r.forward_seconds for r in runs)
+        counted = [r.target_forwards for r in runs]
+        forwards = sum(counted) if all(c is not None for c in counted) else None
         rows.append(dict(method=method, runs=len(runs), tokens=tokens, seconds=seconds, tokens_per_second=tps,
-                         alpha=alpha, tau=tau, draft_seconds=draft_s, verify_seconds=verify_s,
+                         alpha=alpha, tau=tau, target_forwards=forwards, draft_seconds=draft_s, verify_seconds=verify_s,
                          overhead=1.0 - forward / seconds if seconds > 0 else 0.0,
                          peak_rss_mb=max(r.peak_rss_mb for r in runs), cost_ratio=c, bound=bound,
                          bound_with_verify=bound_v, mismatches=mismatches.get(method, [])))

@@ -4,6 +4,7 @@ Timing is wall clock around the whole call (prompt pass included) for our engine
 forward time is summed by hooks on the decoder layers, norms and LM heads, so the rest is engine overhead."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,8 +51,10 @@ class BenchConfig:
 class ForwardTimer:
     """Sums seconds spent inside the given modules (hooks around each call)."""
 
-    def __init__(self, modules: list[torch.nn.Module], device: torch.device):
+    def __init__(self, modules: list[torch.nn.Module], device: torch.device, count: torch.nn.Module | None = None):
         self.seconds = 0.0
+        self.calls = 0  # calls of `count` (the target's LM head: one per target forward)
+        self._count = count
         self.cuda = device.type == "cuda"
         self._start: dict[int, float] = {}
         self._handles = []
@@ -69,6 +72,7 @@ class ForwardTimer:
 
     def _post(self, module, args, output):
         self.seconds += self._now() - self._start.pop(id(module))
+        self.calls += module is self._count
 
     def close(self) -> None:
         for h in self._handles:
@@ -121,7 +125,7 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, to
         drafter = build_drafter(method, target, draft, config.options)
         modules += [drafter.heads] if hasattr(drafter, "heads") else []
         engine = SpeculativeEngine(target, drafter, eos)
-    timer = ForwardTimer(modules, target.device)
+    timer = ForwardTimer(modules, target.device, count=target.lm_head)
     memory.reset()
     try:
         t0 = time.perf_counter()
@@ -135,7 +139,7 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, to
         seconds = time.perf_counter() - t0
     finally:
         timer.close()
-    return RunRecord(method, "", 0, tokens, seconds, timer.seconds, memory.read_mb(), stats)
+    return RunRecord(method, "", 0, tokens, seconds, timer.seconds, memory.read_mb(), stats, timer.calls)
 
 
 def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageModel, draft: LanguageModel | None,
@@ -161,7 +165,6 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
                 for method in config.methods[shift:] + config.methods[:shift]:
                     bar.set_postfix_str(f"{prompt.id} · {method}")
                     r = run_once(method, target, draft, tokenizer, ids, config, config.generation, memory)
-                    records.append(RunRecord(method, prompt.id, repeat, r.token_ids, r.seconds, r.forward_seconds,
-                                             r.peak_rss_mb, r.stats))
+                    records.append(dataclasses.replace(r, prompt_id=prompt.id, repeat=repeat))
                     bar.update()
     return records

@@ -27,4 +27,5 @@ class LayerSkipDrafter(NeuralDrafter):
         skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(target.num_layers)
         self.layers = kept_layers(target.num_layers, skip)
         self.skipped = tuple(skip)
-        super().__init__(lambda ids, cache: target.forward_layers(ids, cache, self.layers), target.vocab_size)
+        super().__init__(lambda ids, cache, logits_rows=None: target.forward_layers(ids, cache, self.layers, logits_rows),
+                         target.vocab_size)

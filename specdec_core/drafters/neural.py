@@ -12,7 +12,7 @@ from ..lm import ForwardOutput
 from ..sampling import logits_to_probs, sample
 from .base import Draft, DraftContext
 
-ForwardFn = Callable[[list[int], DynamicCache], ForwardOutput]
+ForwardFn = Callable[..., ForwardOutput]  # (token_ids, cache, logits_rows=None) -> ForwardOutput
 
 
 class NeuralDrafter:
@@ -34,7 +34,7 @@ class NeuralDrafter:
         while keep < limit and self.cached[keep] == tokens[keep]:
             keep += 1
         crop(self.cache, keep)
-        out = self._forward(tokens[keep:], self.cache)
+        out = self._forward(tokens[keep:], self.cache, logits_rows=1)
         self.cached = list(tokens)
         assert cache_length(self.cache) == len(tokens)
         return out.logits[-1]
