@@ -86,7 +86,9 @@ class RaceRecord:
         speedup = s.tokens_per_second / a.tokens_per_second if a.tokens_per_second and s.tokens_per_second else None
         c = cost_ratio(self.spec.rounds)
         gamma = self.request.config.draft.num_draft_tokens
-        bound = speedup_bound(s.acceptance_rate, gamma, c) if s.acceptance_rate is not None and c is not None else None
+        tree = any(r.parents is not None for r in self.spec.rounds)  # the chain formula does not describe trees
+        bound = (speedup_bound(s.acceptance_rate, gamma, c)
+                 if s.acceptance_rate is not None and c is not None and not tree else None)
         return {
             "method": self.request.method,
             "device": self.device,
