@@ -27,7 +27,8 @@ def round_table_html(r: Round, label, greedy: bool) -> str:
         u = r.uniforms[i] if r.parents is None and i < len(r.uniforms) else None
         ratio = None if q is None or q == 0 else p / q
         if not examined:
-            decision, cls = "not examined (an earlier token was rejected)", "skip"
+            decision, cls = ("not examined (its parent was not accepted)" if r.parents is not None
+                             else "not examined (an earlier token was rejected)"), "skip"
         elif greedy:
             decision, cls = ("accept: equals the target's argmax", "acc") if accepted else \
                 ("reject: the target's argmax differs", "rej")
@@ -45,7 +46,8 @@ def round_table_html(r: Round, label, greedy: bool) -> str:
         rows.append("<tr><td colspan=6>Nothing drafted this round: one plain decoding step.</td></tr>")
     kind = {"target": "correction, sampled from the residual normalise(max(0, p − q))" if not greedy
             else "correction: the target's own argmax",
-            "bonus": "bonus token from the target (every draft token was accepted)",
+            "bonus": "bonus token from the target (" + ("the accepted branch reached a leaf of the tree)"
+                                                        if r.parents is not None else "every draft token was accepted)"),
             "ar": "the target's own token (nothing drafted)"}
     src = r.sources[r.num_accepted] if len(r.sources) > r.num_accepted else "target"
     src = src if src in kind else "target"
