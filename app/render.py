@@ -40,14 +40,12 @@ def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
         q = r.q_draft[node] if node is not None else None
         pieces.append(Piece(detok.add(token), source, r.index, p, q))
     n = r.num_accepted
-    if r.parents is None:  # a chain: the first was rejected with p and q; any after it were never examined
-        refused = [Piece(detok.piece(token), "rejected", r.index, r.p_target[i] if i == n else None,
-                         r.q_draft[i] if i == n else None)
-                   for i, token in enumerate(r.drafted[n:], start=n)]
-    else:  # a token tree: every candidate off the accepted branch
-        taken = set(r.branch)
-        refused = [Piece(detok.piece(token), "rejected", r.index, r.p_target[i], None)
-                   for i, token in enumerate(r.drafted) if i not in taken]
+    # A chain's first refused token was rejected with p and q; any after it were never examined. A tree shows the
+    # target's p for every candidate off the accepted branch (its candidates are deterministic: no q).
+    shown = [r.parents is not None or i == n for i in range(len(r.drafted))]
+    refused = [Piece(detok.piece(r.drafted[i]), "rejected", r.index, r.p_target[i] if shown[i] else None,
+                     r.q_draft[i] if shown[i] else None)
+               for i in r.rejected_nodes]
     pieces[n:n] = refused  # shown where they were proposed, before the correction
     return pieces
 

@@ -55,9 +55,9 @@ def _cheap_draft(name: str, device: str) -> tuple[LanguageModel, str]:
     docs/performance.md e3): it only changes the guesses, never the output. SPECDEC_DRAFT_QUANT=none turns it off."""
     if device != "cpu" or os.environ.get("SPECDEC_DRAFT_QUANT", "int8") == "none":
         return load_model(name)[0], ""
-    from specdec_core.quantize import int8_dynamic
+    from specdec_core.quantize import load_int8
 
-    return int8_dynamic(load_model.__wrapped__(name, None, "float32")[0]), " (int8)"
+    return load_int8(name), " (int8)"
 
 
 def _embedded_tokenizer():

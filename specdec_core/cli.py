@@ -120,10 +120,9 @@ def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
 def load_draft(args):
     """The draft model with its own dtype / int8 dynamic quantisation if asked (it only changes q, never the output)."""
     if args.draft_quant == "int8":
-        from .quantize import int8_dynamic
+        from .quantize import load_int8
 
-        draft = load_model.__wrapped__(args.draft, args.device, "float32")[0]  # a private copy, quantised in place
-        return int8_dynamic(draft, per_channel=args.draft_quant_granularity == "channel")
+        return load_int8(args.draft, args.device, per_channel=args.draft_quant_granularity == "channel")
     return load_model(args.draft, args.device, args.draft_dtype or args.dtype)[0]
 
 
@@ -161,16 +160,14 @@ def cmd_generate(args) -> int:
 
 def cmd_bench(args) -> int:
     from .bench.aggregate import summarise
-    from .bench.prompts import load_jsonl, suite
+    from .bench.prompts import first, load_jsonl, suite
     from .bench.report import peer_lines, table, to_json, write_json, write_plot
     from .bench.runner import NEEDS_DRAFT, BenchConfig, PeakMemory, run_bench
 
     methods = parse_methods(args.methods)
     config, options = parse_run_args(args)
     bench = BenchConfig(methods, config, options, args.repeats)
-    prompts = load_jsonl(args.prompts) if args.prompts else suite(args.suite, args.limit)
-    if args.prompts and args.limit:
-        prompts = prompts[: args.limit]
+    prompts = first(load_jsonl(args.prompts), args.limit) if args.prompts else suite(args.suite, args.limit)
     for path in (args.json, args.plot):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -70,9 +70,7 @@ class LanguageModel:
             mask = tree.attention_mask(parents, past, self.dtype, self.device)
             out = self.decoder(input_ids=self._ids(token_ids), past_key_values=cache, use_cache=True,
                                attention_mask=mask, position_ids=positions)
-        hidden = out.last_hidden_state[0]
-        rows = hidden if logits_rows is None else hidden[hidden.shape[0] - logits_rows:]
-        return ForwardOutput(self.lm_head(rows).float(), hidden)
+        return self._output(out.last_hidden_state[0], logits_rows)
 
     @torch.inference_mode()
     def forward_layers(self, token_ids: list[int], cache: DynamicCache, layers: tuple[int, ...],
@@ -99,6 +97,9 @@ class LanguageModel:
                 h, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
                 position_embeddings=rope,
             )
-        hidden = dec.norm(h)[0]
+        return self._output(dec.norm(h)[0], logits_rows)
+
+    def _output(self, hidden: torch.Tensor, logits_rows: int | None) -> ForwardOutput:
+        """Logits (float32) for every row of `hidden`, or for its last `logits_rows` rows only."""
         rows = hidden if logits_rows is None else hidden[hidden.shape[0] - logits_rows:]
         return ForwardOutput(self.lm_head(rows).float(), hidden)

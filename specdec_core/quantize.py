@@ -21,3 +21,10 @@ def int8_dynamic(lm: LanguageModel, per_channel: bool = True) -> LanguageModel:
         qconfig = per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig
         model = quantize_dynamic(lm.model, {torch.nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
     return LanguageModel(model, f"{lm.name}-int8")
+
+
+def load_int8(name: str, device: str | None = None, per_channel: bool = True) -> LanguageModel:
+    """A private float32 copy of model `name` (not the shared cached one), quantised in place."""
+    from .models import load_model
+
+    return int8_dynamic(load_model.__wrapped__(name, device, "float32")[0], per_channel)

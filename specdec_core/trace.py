@@ -57,13 +57,11 @@ class Round:
         return self.accepted_path if self.parents is not None else list(range(self.num_accepted))
 
     @property
-    def rejected(self) -> list[int]:
-        """Draft tokens not taken, for display: a chain's tail after the first rejection; in a tree, every node
+    def rejected_nodes(self) -> list[int]:
+        """Draft nodes not taken, for display: a chain's tail after the first rejection; in a tree, every node
         off the accepted branch."""
-        if self.parents is None:
-            return self.drafted[self.num_accepted:]
         taken = set(self.branch)
-        return [t for i, t in enumerate(self.drafted) if i not in taken]
+        return [i for i in range(len(self.drafted)) if i not in taken]
 
     @property
     def seconds(self) -> float:

@@ -99,13 +99,14 @@ def load_features(paths: list[Path], num_heads: int):
 
 def agreement(heads: MedusaHeads, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batch: int = 512) -> dict:
     """Per-head top-1 agreement with the target and the chance that heads 1..k all agree (a chain's acceptance)."""
-    correct = torch.zeros(0, heads.num_heads, dtype=torch.bool)
     valid_rows = (y >= 0).all(dim=1)
+    parts = []
     with torch.no_grad():
         for i in range(0, len(x), batch):
             logits = heads(x[i:i + batch].float(), w)
             guess = heads.vocab_ids[logits.argmax(-1)].T  # [B, K]
-            correct = torch.cat([correct, guess == y[i:i + batch]])
+            parts.append(guess == y[i:i + batch])
+    correct = torch.cat(parts)
     per_head = [float(correct[y[:, k] >= 0, k].float().mean()) for k in range(heads.num_heads)]
     chain = [float(correct[valid_rows, : k + 1].all(dim=1).float().mean()) for k in range(heads.num_heads)]
     return {"top1_agreement": per_head, "chain_all_correct": chain, "positions": int(valid_rows.sum())}

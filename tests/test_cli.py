@@ -34,6 +34,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["generate", "--prompt", "x", "--threads", "0"], "threads"),
     (["bench", "--suite", "humaneval", "--methods", "draft,beam"], "unknown method"),
     (["bench", "--suite", "humaneval", "--limit", "0"], "limit"),
+    (["bench", "--prompts", "assets/bench/summarise.jsonl", "--limit", "0"], "limit"),
     (["bench", "--prompts", "/does/not/exist.jsonl"], "cannot read --prompts"),
     (["bench"], "required"),
     (["bench", "--suite", "humaneval", "--repeats", "0"], "repeats"),

@@ -60,8 +60,13 @@ def suite(name: str, limit: int | None = None) -> list[BenchPrompt]:
         prompts = load_jsonl(ASSETS / "summarise.jsonl")
     else:
         raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
-    if limit is not None:
-        if limit < 1:
-            raise ConfigError(f"--limit must be >= 1, got {limit}")
-        prompts = prompts[:limit]
-    return prompts
+    return first(prompts, limit)
+
+
+def first(prompts: list[BenchPrompt], limit: int | None) -> list[BenchPrompt]:
+    """The first `limit` prompts (all when None)."""
+    if limit is None:
+        return prompts
+    if limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {limit}")
+    return prompts[:limit]

@@ -115,9 +115,8 @@ class PeakMemory:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, tokenizer, prompt_ids: list[int],
-             config: BenchConfig, generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
-    eos = eos_token_ids(tokenizer, target)
+def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eos: tuple[int, ...],
+             prompt_ids: list[int], config: BenchConfig, generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
     models = [target] + ([draft] if draft is not None and method in NEEDS_DRAFT else [])
     modules = [m for lm in models for m in compute_modules(lm)]
     engine = None
@@ -147,6 +146,7 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
     if draft is None and any(m in NEEDS_DRAFT for m in config.methods):
         raise ConfigError("draft and hf-assisted need a draft model")
     memory = PeakMemory(target.device)
+    eos = eos_token_ids(tokenizer, target)
     encoded = [encode_prompt(tokenizer, p.prompt, chat=p.chat) for p in prompts]
     too_long = [p.id for p, ids in zip(prompts, encoded) if len(ids) >= target.max_positions]
     if too_long:
@@ -154,7 +154,7 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
     if config.warmup:  # first calls pay one-off costs (kernel selection, allocations): keep them out of the table
         short = GenerationConfig(max_new_tokens=4, sampling=config.generation.sampling, draft=config.generation.draft)
         for method in config.methods:
-            run_once(method, target, draft, tokenizer, encoded[0], config, short, memory)
+            run_once(method, target, draft, eos, encoded[0], config, short, memory)
     records: list[RunRecord] = []
     n = len(config.methods)
     total = config.repeats * len(prompts) * n
@@ -164,7 +164,7 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
                 shift = (repeat * len(prompts) + i) % n
                 for method in config.methods[shift:] + config.methods[:shift]:
                     bar.set_postfix_str(f"{prompt.id} · {method}")
-                    r = run_once(method, target, draft, tokenizer, ids, config, config.generation, memory)
+                    r = run_once(method, target, draft, eos, ids, config, config.generation, memory)
                     records.append(dataclasses.replace(r, prompt_id=prompt.id, repeat=repeat))
                     bar.update()
     return records

@@ -1,4 +1,5 @@
-"""Prompt lookup: find the earliest occurrence of the last n tokens in prompt + output and propose what followed it. No model, no q (a deterministic proposal: the verifier treats q as one-hot)."""
+"""Prompt lookup: find the earliest occurrence of the last n tokens in prompt + output and propose what followed it.
+No model, no q (a deterministic proposal: the verifier treats q as one-hot)."""
 from __future__ import annotations
 
 from ..config import LookupConfig
