@@ -22,6 +22,7 @@ from .bench.runner import ALL_METHODS, parse_methods
 from .config import (ConfigError, DraftConfig, GenerationConfig, LayerSkipConfig, LookupConfig, MedusaConfig,
                      METHODS, SamplingConfig, parse_layers, parse_method)
 from .models import DEFAULT_DRAFT, DEFAULT_TARGET, EMBEDDED, ModelLoadError, embedded_dir, load_model
+from .representation import REPRESENTATIONS, describe, load_target
 from .session import MethodOptions, build_drafter, check_prompt_text, encode_prompt, eos_token_ids, run
 
 
@@ -37,7 +38,11 @@ def add_model_args(p) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET, help="embedded name, local dir or Hub id")
     p.add_argument("--draft", default=DEFAULT_DRAFT, help="draft model for --method draft")
     p.add_argument("--device", help="cpu, cuda, ... (default: automatic)")
-    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], help="(default: automatic)")
+    p.add_argument("--target-repr", default="auto",
+                   help=f"target representation: {', '.join(REPRESENTATIONS)} (default auto: the fastest exact one "
+                        "here; every one runs bit-exact)")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"],
+                   help="dense target representation (same as --target-repr bf16/fp16/fp32) and the draft's default")
     p.add_argument("--draft-dtype", choices=["bfloat16", "float16", "float32"], help="the draft model's only")
     p.add_argument("--draft-quant", choices=["int8"], help="dynamic int8 quantisation of the draft's linear layers")
     p.add_argument("--draft-quant-granularity", choices=["channel", "tensor"], default="channel",
@@ -67,6 +72,9 @@ def add_bench_parser(sub) -> None:
     bench.add_argument("--methods", default=",".join(DEFAULT_BENCH_METHODS),
                        help=f"comma-separated, from {', '.join(ALL_METHODS)} (ar always runs)")
     bench.add_argument("--repeats", type=int, default=1)
+    bench.add_argument("--check-exact", type=int, metavar="N",
+                       help="exactness check: the first N prompts, every engine method (unless --methods) against ar; "
+                            "prints mismatches and the first diverging token per prompt; exit 1 on any")
     bench.add_argument("--json", type=Path, default=Path("out/bench.json"), help="results file")
     bench.add_argument("--plot", type=Path, help="Plotly HTML report")
     bench.add_argument("--no-progress", action="store_true")
@@ -126,11 +134,24 @@ def load_draft(args):
     return load_model(args.draft, args.device, args.draft_dtype or args.dtype)[0]
 
 
+DTYPE_REPR = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def load_target_arg(args):
+    """The exact target in the representation asked for (--dtype is the dense shorthand)."""
+    representation = args.target_repr
+    if args.dtype:
+        if representation not in ("auto", DTYPE_REPR[args.dtype]):
+            raise ConfigError(f"--dtype {args.dtype} contradicts --target-repr {representation}")
+        representation = DTYPE_REPR[args.dtype]
+    return load_target(args.target, args.device, representation)
+
+
 def cmd_generate(args) -> int:
     method = parse_method(args.method)
     config, options = parse_run_args(args)
     text = check_prompt_text(read_prompt(args))  # before the slow model load
-    target, tokenizer = load_model(args.target, args.device, args.dtype)
+    target, tokenizer = load_target_arg(args)
     draft = load_draft(args) if method == "draft" else None
     prompt_ids = encode_prompt(tokenizer, text, chat=args.chat)
     from .engine import SpeculativeEngine
@@ -146,6 +167,8 @@ def cmd_generate(args) -> int:
             "rounds": [r.to_dict() for r in result.rounds],
             "stats": result.stats.to_dict(),
             "config": asdict(config),
+            "target_repr": describe(target),
+            "target_repr_note": target.representation_note,
         }))
     else:
         s = result.stats
@@ -153,8 +176,8 @@ def cmd_generate(args) -> int:
         print(out_text)
         print(f"\n[{method}] {s.new_tokens} tokens in {s.wall_seconds:.2f}s ({s.tokens_per_second:.2f} tok/s decoding), "
               f"alpha {alpha}, tau {s.mean_tokens_per_round:.2f}, {s.target_forwards} target forwards, "
-              f"draft {s.draft_seconds:.2f}s / verify {s.verify_seconds:.2f}s / prompt {s.prefill_seconds:.2f}s",
-              file=sys.stderr)
+              f"draft {s.draft_seconds:.2f}s / verify {s.verify_seconds:.2f}s / prompt {s.prefill_seconds:.2f}s; "
+              f"target {describe(target)}", file=sys.stderr)
     return 0
 
 
@@ -164,21 +187,30 @@ def cmd_bench(args) -> int:
     from .bench.report import peer_lines, table, to_json, write_json, write_plot
     from .bench.runner import NEEDS_DRAFT, BenchConfig, PeakMemory, run_bench
 
+    if args.check_exact is not None:
+        if args.check_exact < 1:
+            raise ConfigError(f"--check-exact must be >= 1, got {args.check_exact}")
+        args.limit = args.check_exact
+        if args.methods == ",".join(DEFAULT_BENCH_METHODS):
+            args.methods = ",".join(METHODS)
     methods = parse_methods(args.methods)
     config, options = parse_run_args(args)
+    if args.check_exact is not None and not config.sampling.greedy:
+        raise ConfigError("--check-exact compares greedy outputs; leave --temperature at 0")
     bench = BenchConfig(methods, config, options, args.repeats)
     prompts = first(load_jsonl(args.prompts), args.limit) if args.prompts else suite(args.suite, args.limit)
     for path in (args.json, args.plot):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-    target, tokenizer = load_model(args.target, args.device, args.dtype)
+    target, tokenizer = load_target_arg(args)
     draft = load_draft(args) if any(m in NEEDS_DRAFT for m in methods) else None
     records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress)
     rows = summarise(records, greedy=config.sampling.greedy)
     meta = {
         "command": "python -m specdec_core " + " ".join(shlex.quote(a) for a in args.argv),
         "prompts": [p.id for p in prompts], "methods": list(methods), "config": asdict(config),
-        "target": args.target, "draft": args.draft, "dtype": str(target.dtype), "device": str(target.device),
+        "target": args.target, "draft": args.draft, "target_repr": describe(target),
+        "target_repr_note": target.representation_note, "device": str(target.device),
         "draft_dtype": str(draft.dtype) if draft else None, "draft_quant": args.draft_quant,
         "draft_quant_granularity": args.draft_quant_granularity if args.draft_quant else None,
         "threads": torch.get_num_threads(), "memory": PeakMemory(target.device).kind,
@@ -196,6 +228,11 @@ def cmd_bench(args) -> int:
     for r in rows:
         for m in r.mismatches:
             print(f"MISMATCH {r.method}: {m}")
+    if args.check_exact is not None:
+        compared = sum(r.compared for r in rows)
+        wrong = sum(r.mismatch_count for r in rows)
+        print(f"exactness: {wrong} mismatches in {compared} method × prompt comparisons "
+              f"({len(prompts)} prompts × {len(methods) - 1} methods, target {describe(target)})")
     print(f"\nwrote {args.json}" + (f" and {args.plot}" if args.plot else ""), file=sys.stderr)
     return 1 if any(r.mismatches for r in rows) else 0
 

@@ -64,7 +64,7 @@ class SpeculativeEngine:
         cache = new_cache()
         t0 = self.clock()
         if len(tokens) > 1:
-            self.target.forward(tokens[:-1], cache, logits_rows=0)  # the cache: every committed token but the last
+            self.target.prefill(tokens[:-1], cache)  # the cache: every committed token but the last
         prefill = self.clock() - t0
         last_hidden = None
         produced = 0

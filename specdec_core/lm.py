@@ -29,6 +29,8 @@ class LanguageModel:
         self.config = model.config
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
+        self.exact = False  # token-count invariant forward installed (exact.make_exact)
+        self.representation = str(self.dtype).replace("torch.", "")  # what the page and the JSON name
 
     @property
     def device(self) -> torch.device:
@@ -49,6 +51,26 @@ class LanguageModel:
     @property
     def max_positions(self) -> int:
         return int(getattr(self.config.get_text_config(), "max_position_embeddings", 1 << 30))
+
+    @torch.inference_mode()
+    def prefill(self, token_ids: list[int], cache: DynamicCache) -> None:
+        """Fill the cache with a prompt (no logits). Runs the stock fused attention even in exact mode: both lanes of a
+        race share their prompt pass, and the per-query exact attention costs time over hundreds of positions."""
+        from .exact import fused
+
+        with fused():
+            self.forward(token_ids, cache, logits_rows=0)
+
+    def lm_head_rows(self, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(weight, bias) of the LM head for vocabulary `ids` (all when None), dense in the model's dtype even where
+        the head runs int8 or in row blocks (Medusa heads read their logits through it)."""
+        head = getattr(self.lm_head, "inner", self.lm_head)
+        if hasattr(head, "dense_rows"):
+            return head.dense_rows(ids)
+        weight, bias = head.weight.detach(), getattr(head, "bias", None)
+        if ids is None:
+            return weight, None if bias is None else bias.detach()
+        return weight[ids], None if bias is None else bias.detach()[ids]
 
     def _ids(self, token_ids: list[int]) -> torch.Tensor:
         return torch.tensor([token_ids], dtype=torch.long, device=self.device)
@@ -81,6 +103,8 @@ class LanguageModel:
         """
         from transformers.masking_utils import create_causal_mask
 
+        from .exact import fused
+
         dec = self.decoder
         if not all(hasattr(dec, a) for a in ("embed_tokens", "layers", "norm", "rotary_emb")):
             raise TypeError(f"{type(dec).__name__} is not a Llama-style decoder; layer skipping is not supported")
@@ -92,11 +116,12 @@ class LanguageModel:
             config=dec.config, inputs_embeds=h, attention_mask=None, past_key_values=cache, position_ids=positions
         )
         rope = dec.rotary_emb(h, positions)
-        for i in layers:
-            h = dec.layers[i](
-                h, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
-                position_embeddings=rope,
-            )
+        with fused():  # drafting needs no invariance
+            for i in layers:
+                h = dec.layers[i](
+                    h, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
+                    position_embeddings=rope,
+                )
         return self._output(dec.norm(h)[0], logits_rows)
 
     def _output(self, hidden: torch.Tensor, logits_rows: int | None) -> ForwardOutput:

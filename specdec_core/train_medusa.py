@@ -130,7 +130,7 @@ def train(args) -> dict:
     index = torch.full((target.vocab_size,), -100, dtype=torch.long)
     index[vocab_ids] = torch.arange(len(vocab_ids))
     y_sub = torch.where(y >= 0, index[y.clamp(min=0)], torch.full_like(y, -100))
-    w = target.lm_head.weight.detach()[vocab_ids].float()
+    w = target.lm_head_rows(vocab_ids)[0].float()
     hidden_size = x.shape[1]
 
     heads = MedusaHeads(hidden_size, args.heads, vocab_ids)

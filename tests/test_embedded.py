@@ -1,16 +1,18 @@
 """Truth on the embedded real pair (Qwen2.5-Coder 1.5B target, 0.5B draft): every method's greedy output equals
-plain greedy decoding token for token, on code and prose.
-
-In float32. In bf16 the target's logits shift by a rounding step with the width of the forwards that built its KV
-cache, and where its top two logits tie within one bf16 step (seen here: 17.0 vs 16.875 on the prose prompt) plain and
-speculative decoding may part ways; that is bf16's, not the verifier's (README, docs/performance.md "Numerics")."""
+plain greedy decoding token for token, on code and prose, in the representation the app runs (`auto`: int8
+weight-only or bf16, bit-exact) with the app's int8 draft; and for every representation offered as a target on this
+machine, a verify forward's logits and keys/values equal plain decoding's bit for bit (chain and tree)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from specdec_core.config import DraftConfig, GenerationConfig
 from specdec_core.engine import SpeculativeEngine
-from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET, load_model
+from specdec_core import exact
+from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET
+from specdec_core.quantize import load_int8
+from specdec_core.representation import load_target, offered
 from specdec_core.session import build_drafter, encode_prompt, eos_token_ids, run
 
 pytestmark = pytest.mark.embedded
@@ -32,9 +34,9 @@ N = 24
 
 @pytest.fixture(scope="module")
 def pair():
-    target, tokenizer = load_model(DEFAULT_TARGET, dtype="float32")
-    draft, _ = load_model(DEFAULT_DRAFT, dtype="float32")
-    return target, draft, tokenizer
+    target, tokenizer = load_target(DEFAULT_TARGET)
+    assert target.exact
+    return target, load_int8(DEFAULT_DRAFT), tokenizer
 
 
 @pytest.mark.parametrize("prompt_name", PROMPTS)
@@ -67,3 +69,16 @@ def test_embedded_medusa_tree_verifies_real_trees(pair):
     rounds = [r for r in tree.rounds if r.parents]
     assert rounds and all(len(r.drafted) > r.depth for r in rounds)
     assert tree.stats.accepted > 0
+
+
+@pytest.mark.parametrize("representation", offered(torch.device("cpu")))
+def test_embedded_verify_forward_is_bitwise_plain_decoding(representation):
+    """Logits and every layer's keys/values of each position: a 9-token chain (the engine's chain path) and an
+    11-node tree (tree mask) against decoding each branch one token at a time. The stock forward fails this (bf16
+    SDPA here: 0.125 in the logits, 0.16 in the cache)."""
+    target, tokenizer = load_target(DEFAULT_TARGET, "cpu", representation)
+    prefix = tokenizer("def f3(x):\n    \"\"\"Return x cubed.\"\"\"\n").input_ids
+    chain = exact.invariance(target, prefix[:-1], prefix[-1:] + [220, 470, 856, 11, 284, 17, 18, 19])
+    tree = exact.invariance(target, prefix[:-1], prefix[-1:] + [220, 470, 856, 11, 284, 17, 18, 19, 20, 21, 22],
+                            [-1, -1, 0, 0, 1, 2, -1, 6, 2, 7, 3])
+    assert chain.exact and tree.exact, (representation, chain, tree)

@@ -44,9 +44,14 @@ class MethodSummary:
     bound: float | None  # Leviathan et al.: (1 - a^(g+1)) / ((1 - a)(g c + 1)), measured a and c
     bound_with_verify: float | None  # the same with the verify forward's measured cost relative to one ar step
     mismatches: list[str] = field(default_factory=list)  # greedy outputs differing from the reference's
+    compared: int = 0  # greedy outputs compared with the reference's (0 when sampling or for the reference)
+
+    @property
+    def mismatch_count(self) -> int:
+        return len(self.mismatches)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "mismatch_count": self.mismatch_count}
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -113,5 +118,6 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
                          alpha=alpha, tau=tau, target_forwards=forwards, draft_seconds=draft_s, verify_seconds=verify_s,
                          overhead=1.0 - forward / seconds if seconds > 0 else 0.0,
                          peak_rss_mb=max(r.peak_rss_mb for r in runs), cost_ratio=c, bound=bound,
-                         bound_with_verify=bound_v, mismatches=mismatches.get(method, [])))
+                         bound_with_verify=bound_v, mismatches=mismatches.get(method, []),
+                         compared=len(runs) if greedy and method != reference and reference in by_method else 0))
     return [MethodSummary(speedup=(row["tokens_per_second"] / ref_tps) if ref_tps else None, **row) for row in rows]

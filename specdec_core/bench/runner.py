@@ -17,6 +17,7 @@ from ..engine import SpeculativeEngine
 from ..lm import LanguageModel
 from ..session import MethodOptions, build_drafter, encode_prompt, eos_token_ids, run
 from .aggregate import RunRecord
+from ..exact import fused
 from .hf import HF_METHODS, hf_generate
 from .prompts import BenchPrompt
 
@@ -131,8 +132,10 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
         if engine is not None:
             result = run(engine, method, prompt_ids, generation)
             tokens, stats = result.token_ids, result.stats.to_dict()
-        else:
-            tokens, stats = hf_generate(method, target, draft, prompt_ids, generation, eos, config.options.lookup), None
+        else:  # transformers' generate as a user runs it: same weights and representation, its stock attention
+            with fused():
+                tokens = hf_generate(method, target, draft, prompt_ids, generation, eos, config.options.lookup)
+            stats = None
             if target.device.type == "cuda":
                 torch.cuda.synchronize()
         seconds = time.perf_counter() - t0

@@ -98,11 +98,8 @@ class MedusaDrafter:
         if heads.blocks[0].linear.in_features != target.config.get_text_config().hidden_size:
             raise ValueError("the Medusa heads were trained for a different hidden size than this target's")
         self.heads = copy.deepcopy(heads).to(device=target.device, dtype=target.dtype).eval()
-        weight = target.lm_head.weight.detach()
-        bias = getattr(target.lm_head, "bias", None)
         self.vocab_ids = heads.vocab_ids.to(target.device) if heads.vocab_ids is not None else None
-        self.lm_weight = weight[self.vocab_ids] if self.vocab_ids is not None else weight
-        self.lm_bias = None if bias is None else (bias[self.vocab_ids] if self.vocab_ids is not None else bias).detach()
+        self.lm_weight, self.lm_bias = target.lm_head_rows(self.vocab_ids)
         self.vocab_size = target.vocab_size
         self.tree = tree
 

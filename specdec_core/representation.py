@@ -1,0 +1,123 @@
+"""How the target's weights are represented on this machine, and the choice `auto` makes.
+
+Representations: `bf16`, `fp16`, `fp32` (dense) and `int8` (weight-only int8 per output channel with bf16
+activations, CPU; `quantize.Int8WeightOnlyLinear`). Every one runs bit-exact (`exact.make_exact`): a verify forward
+computes each position as plain decoding does, so both lanes of a race, which always share the target, agree token
+for token. `auto` takes bf16 (fp16 without bf16 support) on a GPU; on a CPU it times one of the target's own MLP layers
+in bf16 and in int8 for 1, 6 and 16 rows (plain decoding, a verify forward, a big tree) and keeps the faster: bf16
+where it runs in hardware (AMX), int8 where bf16 is emulated (AVX2 laptops, where int8 is ~2x faster).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .config import ConfigError
+from .lm import LanguageModel
+
+REPRESENTATIONS = ("auto", "bf16", "fp16", "fp32", "int8")
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "int8": torch.bfloat16}
+LABELS = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "int8": "int8 weight-only"}
+TIMED_ROWS = (1, 6, 16)
+
+
+def offered(device: torch.device) -> tuple[str, ...]:
+    """The representations this device can run as an exact target."""
+    if device.type == "cpu":
+        return ("bf16", "fp32", "int8")
+    if device.type == "cuda":
+        return ("bf16", "fp16", "fp32") if torch.cuda.is_bf16_supported() else ("fp16", "fp32")
+    return ("fp16", "fp32")
+
+
+def parse(name: str, device: torch.device) -> str:
+    """A representation name for this device ('auto' stays 'auto'), or ConfigError naming those offered."""
+    if name == "auto":
+        return name
+    choices = offered(device)
+    if name not in choices:
+        known = "unknown" if name not in REPRESENTATIONS else f"not supported on {device.type}"
+        raise ConfigError(f"target representation {name!r} is {known}; this machine offers auto, {', '.join(choices)}")
+    return name
+
+
+def isa() -> str:
+    """The CPU instruction set PyTorch dispatches to (e.g. AVX2, AVX512), with AMX noted where the CPU has it."""
+    cap = torch.backends.cpu.get_cpu_capability()
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        flags = ""
+    return f"{cap}+AMX" if "amx_bf16" in flags and cap.startswith("AVX512") else cap
+
+
+@dataclass(frozen=True)
+class Choice:
+    representation: str
+    reason: str  # one line: what was measured, or that it was asked for
+
+
+def _time_ms(layer: torch.nn.Module, rows: int, dtype: torch.dtype, reps: int = 5) -> float:
+    x = torch.randn(rows, layer.in_features, dtype=dtype)
+    layer(x)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        layer(x)
+    return (time.perf_counter() - t0) / reps * 1e3
+
+
+@torch.inference_mode()
+def choose_cpu(model: torch.nn.Module) -> Choice:
+    """bf16 or int8 for this CPU: time the model's largest decoder Linear both ways for TIMED_ROWS rows."""
+    from .quantize import Int8WeightOnlyLinear
+
+    layer = max((m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "lm_head" not in n),
+                key=lambda m: m.in_features * m.out_features)
+    dense = copy.deepcopy(layer).to(torch.bfloat16)
+    int8 = Int8WeightOnlyLinear(dense)
+    ms = {name: [_time_ms(lay, r, torch.bfloat16) for r in TIMED_ROWS] for name, lay in (("bf16", dense), ("int8", int8))}
+    best = min(ms, key=lambda k: sum(ms[k]))
+    shown = "; ".join(f"{k} " + "/".join(f"{v:.1f}" for v in ms[k]) for k in ms)
+    rows = "/".join(map(str, TIMED_ROWS))
+    return Choice(best, f"auto on {isa()}: one {layer.in_features}→{layer.out_features} layer, {rows} rows, ms: {shown}")
+
+
+@functools.lru_cache(maxsize=4)
+def load_target(name: str, device: str | None = None, representation: str = "auto") -> tuple[LanguageModel, object]:
+    """(exact target LanguageModel, tokenizer): a private copy in the asked representation, made bit-exact.
+    `lm.representation` names it and `lm.representation_note` says why and how each layer kind runs."""
+    from .exact import make_exact
+    from .models import auto_device, load_model
+    from .quantize import int8_weight_only
+
+    dev = torch.device(device) if device else auto_device()
+    rep = parse(representation, dev)
+    if rep == "auto" and dev.type != "cpu":
+        choice = Choice(offered(dev)[0], f"auto on {dev.type}: {offered(dev)[0]}")
+    elif rep == "auto":
+        choice = None
+    else:
+        choice = Choice(rep, f"asked for {rep}")
+    dtype = DTYPES[choice.representation] if choice else torch.bfloat16
+    lm, tokenizer = load_model.__wrapped__(name, str(dev), str(dtype).replace("torch.", ""))
+    if choice is None:
+        choice = choose_cpu(lm.model)
+    if choice.representation == "int8":
+        lm = int8_weight_only(lm)
+    strategies = make_exact(lm)
+    lm.name = name
+    lm.representation = LABELS[choice.representation]
+    blocked = sorted({s for s in strategies.values() if s != "direct"})
+    lm.representation_note = choice.reason + ("; linear layers row-invariant as they are" if not blocked
+                                              else f"; linear layers run {', '.join(blocked)} where needed")
+    return lm, tokenizer
+
+
+def describe(lm: LanguageModel) -> str:
+    """'int8 weight-only · bit-exact · AVX2' (what the page, the CLI and the JSON say about the target)."""
+    where = isa() if lm.device.type == "cpu" else lm.device.type
+    return f"{lm.representation} · {'bit-exact' if lm.exact else 'not bit-exact'} · {where}"
