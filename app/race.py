@@ -127,7 +127,8 @@ def verdict_html(record: RaceRecord, tokenizer) -> str:
                             "distribution, so they differ by design. The Exactness lab shows the distribution is kept.")
     if spec == ar:
         return message_html(f"✓ Identical: the speculative output equals plain greedy decoding, token for token "
-                            f"({len(ar)} tokens).", "ok")
+                            f"({len(ar)} tokens). Bit-exact: the verify forward computes every position exactly as "
+                            f"plain decoding does (same target, same logits to the last bit).", "ok")
     i = next((j for j, (x, y) in enumerate(zip(spec, ar)) if x != y), min(len(spec), len(ar)))
     return message_html(f"✗ Outputs differ from token {i}: speculative {tokenizer.decode(spec[i:i+1])!r} vs plain "
                         f"{tokenizer.decode(ar[i:i+1])!r}. Under greedy this should not happen; please report it.",

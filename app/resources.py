@@ -2,7 +2,8 @@
 while the embedded pair is converted on first start.
 
 Which models: SPECDEC_TARGET / SPECDEC_DRAFT (embedded names, local directories or Hugging Face Hub ids; defaults:
-the embedded Qwen2.5-Coder 1.5B / 0.5B pair). SPECDEC_TARGET=tiny-random serves a tiny random-weight model with the
+the embedded Qwen2.5-Coder 1.5B / 0.5B pair); SPECDEC_TARGET_REPR: the target's representation (default auto: the
+fastest bit-exact one on this machine). SPECDEC_TARGET=tiny-random serves a tiny random-weight model with the
 embedded tokenizer (for tests; its text is gibberish and the page says so)."""
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import time
 from dataclasses import dataclass
 
 from specdec_core.lm import LanguageModel
+from specdec_core.exact import make_exact
 from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET, load_model, perturbed_copy, tiny_model
+from specdec_core.representation import describe, load_target
 from specdec_core.session import eos_token_ids
 
 TINY = "tiny-random"
@@ -31,9 +34,8 @@ class Models:
         import torch
 
         dev = self.target.device
-        if dev.type == "cuda":
-            return f"GPU ({torch.cuda.get_device_name(dev)})"
-        return f"CPU ({torch.get_num_threads()} threads)"
+        where = f"GPU ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
+        return f"{where}, target {describe(self.target)}"
 
 
 def _load(target_name: str, draft_name: str) -> Models:
@@ -41,11 +43,12 @@ def _load(target_name: str, draft_name: str) -> Models:
         tokenizer = _embedded_tokenizer()
         target = tiny_model(seed=0, vocab_size=len(tokenizer), num_layers=4, hidden_size=64)
         draft = perturbed_copy(target)
+        make_exact(target)
         label = "tiny random-weight test model (gibberish text; for tests only)"
     else:
-        target, tokenizer = load_model(target_name)
+        target, tokenizer = load_target(target_name, None, os.environ.get("SPECDEC_TARGET_REPR", "auto"))
         draft, how = _cheap_draft(draft_name, target.device.type)
-        label = f"target {target_name} · draft {draft_name}{how} · {str(target.dtype).replace('torch.', '')}"
+        label = f"target {target_name} · draft {draft_name}{how}"
     warm_up(target, draft)
     return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label)
 
