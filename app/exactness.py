@@ -37,6 +37,22 @@ def real_distributions(models, prompt_ids: list[int], sampling: SamplingConfig):
     return p[support] / p[support].sum(), q[support] / q[support].sum(), names
 
 
+def same_p_bits(models, prompt_ids: list[int], sampling: SamplingConfig) -> bool:
+    """Does the target's p for the next token come out bitwise the same in a 6-token verify forward as in plain
+    decoding's 1-token forward? (True with the bit-exact target; the lab says so beside its histogram.)"""
+    from specdec_core.kv import crop
+
+    if len(prompt_ids) < 2:
+        return True
+    cache = new_cache()
+    models.target.prefill(prompt_ids[:-1], cache)
+    plain = models.target.forward(prompt_ids[-1:], cache).logits[0]
+    crop(cache, len(prompt_ids) - 1)
+    guesses = prompt_ids[-5:] if len(prompt_ids) >= 5 else (prompt_ids * 5)[:5]  # any 5 drafted tokens
+    verify = models.target.forward(prompt_ids[-1:] + guesses, cache).logits[0]
+    return torch.equal(logits_to_probs(plain, sampling), logits_to_probs(verify, sampling))
+
+
 def simulate(p: torch.Tensor, q: torch.Tensor, trials: int, seed: int) -> torch.Tensor:
     """Counts of the first emitted token over `trials` rounds: x ~ q, then verify against p."""
     gen = torch.Generator().manual_seed(seed)

@@ -182,7 +182,14 @@ def exactness_handler(mode, prompt, chat, temperature, trials, seed):
             raise gr.Error(str(e)) from None
         p, q, names = exactness.real_distributions(models, ids[: race.MAX_PROMPT_TOKENS], sampling)
     counts = exactness.simulate(p, q, trials, seed)
-    return exactness.lab_view(p, q, names, counts)
+    text, fig = exactness.lab_view(p, q, names, counts)
+    if mode != "toy":
+        same = exactness.same_p_bits(models, ids[: race.MAX_PROMPT_TOKENS], sampling)
+        text += ("<p>✓ <b>Same p to the last bit</b>: the target's p for this token from a 6-token verify forward "
+                 "equals plain decoding's, bit for bit (bit-exact target), so speculative and plain sampling draw "
+                 "from the very same numbers.</p>" if same else
+                 "<p>✗ The verify forward's p differs from plain decoding's in the last bits on this device.</p>")
+    return text, fig
 
 
 def status_tick():

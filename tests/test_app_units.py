@@ -154,3 +154,14 @@ def test_streaming_detokenizer_matches_full_decode_on_multibyte_text():
     pieces = [detok.add(i) for i in ids]
     assert "".join(pieces) == tok.decode(ids) == text
     assert "" in pieces  # some tokens carry half a character and wait for the next
+
+
+def test_exactness_lab_p_is_bitwise_the_same_in_a_verify_forward(draft_model):
+    from specdec_core.exact import make_exact
+    from specdec_core.models import tiny_model
+
+    target = tiny_model(seed=11)
+    make_exact(target)
+    models = Models(target, draft_model, CharTokenizer(), (), "tiny exact")
+    ids = models.tokenizer("def add(a, b):\n    return").input_ids
+    assert exactness.same_p_bits(models, ids, SamplingConfig(temperature=0.8))
