@@ -9,7 +9,7 @@ from pathlib import Path
 
 from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig, parse_method
 from specdec_core.engine import SpeculativeEngine
-from specdec_core.metrics import compute_stats, cost_ratio, speedup_bound
+from specdec_core.metrics import compute_stats, cost_ratio, predicted_speedup, speedup_bound
 from specdec_core.session import build_drafter, encode_prompt
 from specdec_core.trace import Round
 
@@ -80,15 +80,32 @@ class RaceRecord:
     spec: RunView
     ar: RunView
     device: str
+    profile: object | None = None  # this machine's cost profile (specdec_core.profile.Profile), once measured
+
+    def prediction(self, s) -> tuple[float | None, str]:
+        """(predicted decode speedup, how): from the cost profile and this run's per-position acceptance when the
+        profile is there; else the Leviathan bound (chains only), which assumes a verify forward costs one step."""
+        rounds = [r for r in self.spec.rounds if r.num_drafted]
+        if s.acceptance_rate is None or not rounds:
+            return None, "nothing drafted"
+        nodes = max(1, round(sum(r.num_drafted for r in rounds) / len(rounds)))
+        tree = any(r.parents is not None for r in self.spec.rounds)
+        p = self.profile
+        if p is not None and self.request.method in p.draft_ms:
+            depth = len(s.per_position_acceptance) if tree else nodes
+            value = predicted_speedup(s.per_position_acceptance, depth, nodes, p.draft_ms[self.request.method], p.T)
+            return value, f"this machine: T({nodes + 1}) = {p.T(nodes + 1):.0f} ms vs T(1) = {p.T(1):.0f} ms"
+        c = cost_ratio(self.spec.rounds)
+        if tree or c is None:
+            return None, "profile not measured yet"
+        return speedup_bound(s.acceptance_rate, nodes, c), f"bound at γ={nodes}, c={c:.2f} (verify = one step)"
 
     def summary(self) -> dict:
         s, a = compute_stats(self.spec.rounds), compute_stats(self.ar.rounds)
         speedup = s.tokens_per_second / a.tokens_per_second if a.tokens_per_second and s.tokens_per_second else None
         c = cost_ratio(self.spec.rounds)
         gamma = self.request.config.draft.num_draft_tokens
-        tree = any(r.parents is not None for r in self.spec.rounds)  # the chain formula does not describe trees
-        bound = (speedup_bound(s.acceptance_rate, gamma, c)
-                 if s.acceptance_rate is not None and c is not None and not tree else None)
+        predicted, how = self.prediction(s)
         return {
             "method": self.request.method,
             "device": self.device,
@@ -99,7 +116,8 @@ class RaceRecord:
             "autoregressive": {**a.to_dict(), "token_ids": self.ar.token_ids},
             "speedup": speedup,
             "cost_ratio": c,
-            "predicted_speedup": bound,
+            "predicted_speedup": predicted,
+            "prediction": how,
             "num_draft_tokens": gamma,
             "identical": self.spec.token_ids == self.ar.token_ids if self.ar.rounds else None,
         }
@@ -115,7 +133,7 @@ def headline(record: RaceRecord, running: str | None = None) -> str:
         ("speedup", fmt(sm["speedup"], "{:.2f}×"), "measured, decoding only"),
         ("acceptance α", fmt(s["acceptance_rate"]), "accepted / drafted"),
         ("tokens per round τ", fmt(s["mean_tokens_per_round"] or None), "incl. correction/bonus"),
-        ("predicted", fmt(sm["predicted_speedup"], "{:.2f}×"), f"bound at γ={sm['num_draft_tokens']}, c={fmt(sm['cost_ratio'])}"),
+        ("predicted", fmt(sm["predicted_speedup"], "{:.2f}×"), sm["prediction"]),
     ]
     return headline_html(cards)
 
@@ -157,13 +175,13 @@ def prepare(models: Models, request: RaceRequest) -> tuple[list[int], Speculativ
     return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos)
 
 
-def run_race(models: Models, request: RaceRequest):
+def run_race(models: Models, request: RaceRequest, profile=None):
     """Yield (record, status) after every round of the speculative run, then of the plain run."""
     prompt_ids, spec_engine = prepare(models, request)
     labels = {"draft": "draft model", "lookup": "prompt lookup", "layerskip": "layer-skip self-speculation",
               "medusa": "Medusa heads (chain)", "medusa-tree": "Medusa heads (token tree)"}
     record = RaceRecord(request, prompt_ids, RunView(labels[request.method], Detokenizer(models.tokenizer)),
-                        RunView("plain autoregressive", Detokenizer(models.tokenizer)), models.device_label)
+                        RunView("plain autoregressive", Detokenizer(models.tokenizer)), models.device_label, profile)
     for view, engine in ((record.spec, spec_engine), (record.ar, SpeculativeEngine(models.target, None, models.eos))):
         name = "speculative" if view is record.spec else "plain autoregressive"
         for r in engine.generate(prompt_ids, request.config):

@@ -28,6 +28,7 @@ class Models:
     tokenizer: object
     eos: tuple[int, ...]
     label: str  # what the page says is running
+    draft_repr: str = "fp32"  # for the profile's cache key
 
     @property
     def device_label(self) -> str:
@@ -50,7 +51,8 @@ def _load(target_name: str, draft_name: str) -> Models:
         draft, how = _cheap_draft(draft_name, target.device.type)
         label = f"target {target_name} · draft {draft_name}{how}"
     warm_up(target, draft)
-    return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label)
+    draft_repr = "int8 dynamic (per channel)" if "int8" in draft.name else str(draft.dtype).replace("torch.", "")
+    return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label, draft_repr)
 
 
 def _cheap_draft(name: str, device: str) -> tuple[LanguageModel, str]:
@@ -88,6 +90,8 @@ class ModelStore:
         self._started = 0.0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.profile = None  # this machine's cost profile, measured (or read from the cache) after the models load
+        self._profile_note = ""
 
     def start(self) -> None:
         with self._lock:
@@ -103,6 +107,23 @@ class ModelStore:
             self._models = _load(target, draft)
         except Exception as e:  # noqa: BLE001 - shown on the page, the app keeps serving
             self._error = str(e)
+            return
+        self._measure_profile()
+
+    def _measure_profile(self) -> None:
+        """T(n) and drafter costs for the page's prediction; a failure is shown and the page keeps serving."""
+        from specdec_core import profile
+
+        models = self._models
+        self._profile_note = " Measuring this machine's cost profile (about a minute, once; races can run meanwhile)."
+        try:
+            timers = profile.drafter_timers(models.target, models.draft)
+            self.profile = profile.get(models.target, timers, models.draft_repr, progress=False,
+                                       say=lambda m: setattr(self, "_profile_note", " " + m))
+            self._profile_note = (f" Cost profile: T(1) {self.profile.T(1):.0f} ms, T(6) {self.profile.T(6):.0f} ms, "
+                                  f"utilization {self.profile.utilization:.0%}.")
+        except Exception as e:  # noqa: BLE001 - the prediction falls back to the bound
+            self._profile_note = f" Cost profile failed ({str(e)[:120]}); predictions use the Leviathan bound."
 
     @property
     def ready(self) -> bool:
@@ -110,7 +131,7 @@ class ModelStore:
 
     def status(self) -> str:
         if self._models is not None:
-            return f"● Models ready: {self._models.label} on {self._models.device_label}."
+            return f"● Models ready: {self._models.label} on {self._models.device_label}.{self._profile_note}"
         if self._error is not None:
             return f"✗ Could not load the models: {self._error}"
         waited = time.time() - self._started if self._started else 0

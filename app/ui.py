@@ -89,7 +89,7 @@ def race_handler(prompt, method, num_draft_tokens, adaptive, temperature, top_p,
                                      max_new_tokens, chat)
         models = _models()
         record, shown = None, 0.0
-        for record, status in race.run_race(models, request):
+        for record, status in race.run_race(models, request, STORE.profile):
             # Redraw at most every UPDATE_SECONDS, for both runs alike: rendering shares the CPU with the engine.
             if time.perf_counter() - shown >= UPDATE_SECONDS:
                 yield (*race.race_outputs(record, show_rejected, message_html(status)), "", record, gr.skip(),

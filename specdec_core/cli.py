@@ -44,6 +44,9 @@ def add_model_args(p) -> None:
     p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"],
                    help="dense target representation (same as --target-repr bf16/fp16/fp32) and the draft's default")
     p.add_argument("--draft-dtype", choices=["bfloat16", "float16", "float32"], help="the draft model's only")
+    p.add_argument("--draft-repr", choices=["auto", "bf16", "fp16", "fp32", "int8"], default="auto",
+                   help="draft representation (no exactness needed: it only changes the guesses). auto: dynamic int8 "
+                        "on a CPU (a 0.5B step 118 → 48 ms, docs/performance.md e3), the target's dtype on a GPU")
     p.add_argument("--draft-quant", choices=["int8"], help="dynamic int8 quantisation of the draft's linear layers")
     p.add_argument("--draft-quant-granularity", choices=["channel", "tensor"], default="channel",
                    help="int8 weight scales per output channel (default) or per tensor")
@@ -93,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the tokenizer's chat template")
     gen.add_argument("--json", action="store_true", help="print one JSON object: text, token_ids, rounds, stats")
     add_bench_parser(sub)
+    prof = sub.add_parser("profile", help="measure this machine's cost curve T(n), drafter costs, bandwidth (cached)")
+    add_model_args(prof)
+    prof.add_argument("--json", type=Path, help="also write the profile here")
+    prof.add_argument("--refresh", action="store_true", help="measure again even if a cached profile exists")
+    prof.add_argument("--no-progress", action="store_true")
     sub.add_parser("prepare", help="convert the embedded models into the cache now")
     return parser
 
@@ -125,13 +133,21 @@ def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
     return config, options
 
 
+def draft_is_int8(args) -> bool:
+    cpu = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
+    explicit_dense = args.draft_dtype or args.dtype or args.draft_repr in ("bf16", "fp16", "fp32")
+    return args.draft_quant == "int8" or args.draft_repr == "int8" or (cpu and not explicit_dense
+                                                                      and args.draft_repr == "auto")
+
+
 def load_draft(args):
-    """The draft model with its own dtype / int8 dynamic quantisation if asked (it only changes q, never the output)."""
-    if args.draft_quant == "int8":
+    """The draft model in its representation (dynamic int8 or a dense dtype): it only changes q, never the output."""
+    if draft_is_int8(args):
         from .quantize import load_int8
 
         return load_int8(args.draft, args.device, per_channel=args.draft_quant_granularity == "channel")
-    return load_model(args.draft, args.device, args.draft_dtype or args.dtype)[0]
+    dense = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(args.draft_repr)
+    return load_model(args.draft, args.device, args.draft_dtype or dense or args.dtype)[0]
 
 
 DTYPE_REPR = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -204,17 +220,20 @@ def cmd_bench(args) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
     target, tokenizer = load_target_arg(args)
     draft = load_draft(args) if any(m in NEEDS_DRAFT for m in methods) else None
+    profile = load_profile(args, target, draft, options, progress=not args.no_progress)
     records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress)
-    rows = summarise(records, greedy=config.sampling.greedy)
+    rows = summarise(records, greedy=config.sampling.greedy, profile=profile)
     meta = {
         "command": "python -m specdec_core " + " ".join(shlex.quote(a) for a in args.argv),
         "prompts": [p.id for p in prompts], "methods": list(methods), "config": asdict(config),
         "target": args.target, "draft": args.draft, "target_repr": describe(target),
         "target_repr_note": target.representation_note, "device": str(target.device),
-        "draft_dtype": str(draft.dtype) if draft else None, "draft_quant": args.draft_quant,
-        "draft_quant_granularity": args.draft_quant_granularity if args.draft_quant else None,
+        "draft_repr": draft_repr_label(args, draft) if draft else None,
         "threads": torch.get_num_threads(), "memory": PeakMemory(target.device).kind,
-        "timing": "wall clock per call, prompt pass included; speedup = tokens/s over ar's, same run",
+        "timing": "wall clock per call, prompt pass included; speedup = tokens/s over ar's, same run; "
+                  "decode_speedup excludes prompt passes; predicted_speedup = E[tokens/round] x T(1) / "
+                  "(nodes x T_draft + T(nodes+1)) from the profile and this run's per-position acceptance",
+        "profile": profile.to_dict(),
         "hf_settings": {m: hf_settings(m, config, options.lookup) for m in methods if m.startswith("hf-")},
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
@@ -237,6 +256,39 @@ def cmd_bench(args) -> int:
     return 1 if any(r.mismatches for r in rows) else 0
 
 
+def draft_repr_label(args, draft) -> str:
+    if draft_is_int8(args):
+        return f"int8 dynamic (per {args.draft_quant_granularity})"
+    return str(draft.dtype).replace("torch.", "").replace("bfloat16", "bf16").replace("float", "fp")
+
+
+def load_profile(args, target, draft, options, progress: bool, refresh: bool = False):
+    """This machine's profile for the target, the draft and every method's drafter (cached)."""
+    from . import profile
+
+    return profile.get(target, profile.drafter_timers(target, draft, options), draft_repr_label(args, draft), progress=progress,
+                       say=lambda m: print(m, file=sys.stderr), refresh=refresh)
+
+
+def cmd_profile(args) -> int:
+    _, options = parse_run_args(args)
+    target, _ = load_target_arg(args)
+    draft = load_draft(args)
+    p = load_profile(args, target, draft, options, progress=not args.no_progress, refresh=args.refresh)
+    print(f"device {p.device} · ISA {p.isa} · torch {p.torch} · target {p.model} {p.target_repr} · draft {p.draft_repr}")
+    print("| n tokens | " + " | ".join(str(n) for n in p.target_ms) + " |")
+    print("|---|" + "---|" * len(p.target_ms))
+    print("| target forward, ms | " + " | ".join(f"{v:.0f}" for v in p.target_ms.values()) + " |")
+    print("| ÷ T(1) | " + " | ".join(f"{v / p.target_ms[1]:.2f}" for v in p.target_ms.values()) + " |")
+    print("drafter ms per drafted token (γ 5): " + ", ".join(f"{k} {v:.1f}" for k, v in p.draft_ms.items()))
+    print(f"prompt pass {p.prefill_tokens_per_s:.0f} tokens/s · memory copy {p.bandwidth_gb_s:.1f} GB/s · one "
+          f"1-token target forward reads {p.target_bytes / 1e9:.2f} GB → utilization {p.utilization:.0%}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(p.to_dict(), indent=1) + "\n")
+    return 0
+
+
 def cmd_prepare(args) -> int:
     for name in EMBEDDED:
         print(f"{name}: {embedded_dir(name)}")
@@ -247,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
-        return {"generate": cmd_generate, "bench": cmd_bench, "prepare": cmd_prepare}[args.command](args)
+        commands = {"generate": cmd_generate, "bench": cmd_bench, "profile": cmd_profile, "prepare": cmd_prepare}
+        return commands[args.command](args)
     except (ConfigError, ModelLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -81,3 +81,21 @@ def cost_ratio(rounds: list[Round]) -> float | None:
     per_draft_token = sum(r.draft_seconds for r in rounds) / drafted
     per_verify = sum(r.verify_seconds for r in rounds) / len(rounds)
     return per_draft_token / per_verify if per_verify > 0 else None
+
+
+def expected_tokens_from_positions(per_position: list[float], depth: int) -> float:
+    """E[tokens per round] for drafts of `depth` tokens: 1 + sum over k of P(first k accepted), from the conditional
+    per-position acceptance (a position never measured counts as never accepted)."""
+    total, survive = 1.0, 1.0
+    for i in range(depth):
+        survive *= per_position[i] if i < len(per_position) else 0.0
+        total += survive
+    return total
+
+
+def predicted_speedup(per_position: list[float], depth: int, nodes: int, draft_ms: float, target_ms) -> float:
+    """Decode speedup over plain decoding predicted from a cost profile: E[tokens per round] x T(1) /
+    (nodes x T_draft + T(nodes + 1)); `target_ms(n)` is the measured cost of a target forward of n tokens (a chain
+    has nodes == depth; a tree verifies all its nodes at once)."""
+    expected = expected_tokens_from_positions(per_position, depth)
+    return expected * target_ms(1) / (nodes * draft_ms + target_ms(nodes + 1))

@@ -38,6 +38,12 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["bench", "--prompts", "/does/not/exist.jsonl"], "cannot read --prompts"),
     (["bench"], "required"),
     (["bench", "--suite", "humaneval", "--repeats", "0"], "repeats"),
+    (["generate", "--prompt", "x", "--target-repr", "int4"], "this machine offers auto, bf16, fp32, int8"),
+    (["generate", "--prompt", "x", "--target-repr", "fp16", "--device", "cpu"], "not supported on cpu"),
+    (["generate", "--prompt", "x", "--target-repr", "int8", "--dtype", "float32"], "contradicts"),
+    (["bench", "--suite", "chat", "--check-exact", "0"], "check-exact"),
+    (["bench", "--suite", "chat", "--check-exact", "2", "--temperature", "0.7"], "greedy"),
+    (["profile", "--target-repr", "int4"], "this machine offers"),
 ])
 def test_bad_arguments_exit_nonzero_with_one_line(args, reason):
     proc = cli(*args)

@@ -76,7 +76,7 @@ def test_embedded_verify_forward_is_bitwise_plain_decoding(representation):
     """Logits and every layer's keys/values of each position: a 9-token chain (the engine's chain path) and an
     11-node tree (tree mask) against decoding each branch one token at a time. The stock forward fails this (bf16
     SDPA here: 0.125 in the logits, 0.16 in the cache)."""
-    target, tokenizer = load_target(DEFAULT_TARGET, "cpu", representation)
+    target, tokenizer = load_target.__wrapped__(DEFAULT_TARGET, "cpu", representation)  # not kept: fp32 is 6 GB
     prefix = tokenizer("def f3(x):\n    \"\"\"Return x cubed.\"\"\"\n").input_ids
     chain = exact.invariance(target, prefix[:-1], prefix[-1:] + [220, 470, 856, 11, 284, 17, 18, 19])
     tree = exact.invariance(target, prefix[:-1], prefix[-1:] + [220, 470, 856, 11, 284, 17, 18, 19, 20, 21, 22],

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from ..metrics import expected_tokens_per_round, speedup_bound
+from ..metrics import expected_tokens_per_round, predicted_speedup, speedup_bound
 
 REFERENCE = "ar"
 
@@ -45,6 +45,9 @@ class MethodSummary:
     bound_with_verify: float | None  # the same with the verify forward's measured cost relative to one ar step
     mismatches: list[str] = field(default_factory=list)  # greedy outputs differing from the reference's
     compared: int = 0  # greedy outputs compared with the reference's (0 when sampling or for the reference)
+    decode_tokens_per_second: float | None = None  # prompt passes excluded (engine methods only)
+    decode_speedup: float | None = None  # decode tokens/s over ar's: what the prediction predicts
+    predicted_speedup: float | None = None  # from the cost profile and this run's per-position acceptance
 
     @property
     def mismatch_count(self) -> int:
@@ -74,8 +77,20 @@ def find_mismatches(records: list[RunRecord], reference: str = REFERENCE) -> dic
     return dict(out)
 
 
+def positions(runs: list[RunRecord]) -> list[float]:
+    """Per-position acceptance over several runs, each run's rate weighted by its rounds."""
+    depth = max(len(r.stats["per_position_acceptance"]) for r in runs)
+    out = []
+    for i in range(depth):
+        have = [r for r in runs if len(r.stats["per_position_acceptance"]) > i]
+        weight = sum(r.stats["rounds"] for r in have)
+        out.append(sum(r.stats["per_position_acceptance"][i] * r.stats["rounds"] for r in have) / weight
+                   if weight else 0.0)
+    return out
+
+
 def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] = ("medusa-tree",),
-              reference: str = REFERENCE) -> list[MethodSummary]:
+              reference: str = REFERENCE, profile=None) -> list[MethodSummary]:
     """One row per method, in first-seen order. The bound uses gamma = mean tokens drafted per round (the configured
     length, less rounds cut short by confidence, end of output or no n-gram match); methods in `no_bound` (token
     trees: the chain formula does not apply) get none."""
@@ -95,8 +110,10 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
         tps = tokens / seconds if seconds > 0 else 0.0
         if method == reference:
             ref_tps = tps
-        alpha = tau = draft_s = verify_s = c = bound = bound_v = None
+        alpha = tau = draft_s = verify_s = c = bound = bound_v = decode_tps = predicted = None
         if all(r.stats for r in runs):
+            decode_s = sum(r.stats["draft_seconds"] + r.stats["verify_seconds"] for r in runs)
+            decode_tps = sum(r.stats["new_tokens"] for r in runs) / decode_s if decode_s > 0 else None
             drafted = sum(r.stats["drafted"] for r in runs)
             rounds = sum(r.stats["rounds"] for r in runs)
             draft_s = sum(r.stats["draft_seconds"] for r in runs)
@@ -106,6 +123,11 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
                 alpha = sum(r.stats["accepted"] for r in runs) / drafted
                 c = (draft_s / drafted) / (verify_s / rounds) if verify_s > 0 else None
                 g = drafted / rounds
+                if profile is not None and method in profile.draft_ms:
+                    per_position = positions(runs)
+                    nodes = max(1, round(g))
+                    depth = nodes if method not in no_bound else len(per_position)
+                    predicted = predicted_speedup(per_position, depth, nodes, profile.draft_ms[method], profile.T)
                 if method not in no_bound and c is not None:
                     bound = speedup_bound(alpha, g, c)
                     if ref_step:
@@ -119,5 +141,10 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
                          overhead=1.0 - forward / seconds if seconds > 0 else 0.0,
                          peak_rss_mb=max(r.peak_rss_mb for r in runs), cost_ratio=c, bound=bound,
                          bound_with_verify=bound_v, mismatches=mismatches.get(method, []),
-                         compared=len(runs) if greedy and method != reference and reference in by_method else 0))
-    return [MethodSummary(speedup=(row["tokens_per_second"] / ref_tps) if ref_tps else None, **row) for row in rows]
+                         compared=len(runs) if greedy and method != reference and reference in by_method else 0,
+                         decode_tokens_per_second=decode_tps,
+                         predicted_speedup=1.0 if method == reference and profile is not None else predicted))
+    ref_decode = next((r["decode_tokens_per_second"] for r in rows if r["method"] == reference), None)
+    return [MethodSummary(speedup=(row["tokens_per_second"] / ref_tps) if ref_tps else None,
+                          decode_speedup=(row["decode_tokens_per_second"] / ref_decode)
+                          if ref_decode and row["decode_tokens_per_second"] else None, **row) for row in rows]

@@ -14,13 +14,15 @@ def _f(value, fmt: str = ".2f", suffix: str = "") -> str:
 
 
 def table(rows: list[MethodSummary]) -> str:
-    head = ("| method | tokens | tok/s | speedup vs ar | bound (Leviathan) | bound incl. verify cost | α | τ | c | fwd "
+    head = ("| method | tokens | tok/s | speedup vs ar | decode speedup | predicted | bound (Leviathan) "
+            "| bound incl. verify cost | α | τ | c | fwd "
             "| draft s | verify s | overhead | peak RSS | greedy = ar |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         same = "–" if not r.compared else (f"✗ {r.mismatch_count} of {r.compared}" if r.mismatches else "✓")
         lines.append(
             f"| {r.method} | {r.tokens} | {r.tokens_per_second:.2f} | {_f(r.speedup, '.2f', '×')} "
+            f"| {_f(r.decode_speedup, '.2f', '×')} | {_f(r.predicted_speedup, '.2f', '×')} "
             f"| {_f(r.bound, '.2f', '×')} | {_f(r.bound_with_verify, '.2f', '×')} | {_f(r.alpha)} | {_f(r.tau)} "
             f"| {_f(r.cost_ratio)} | {_f(r.target_forwards, 'd')} | {_f(r.draft_seconds, '.1f')} | {_f(r.verify_seconds, '.1f')} "
             f"| {r.overhead * 100:.1f}% | {r.peak_rss_mb / 1024:.1f} GiB | {same} |"

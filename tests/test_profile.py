@@ -1,0 +1,54 @@
+"""The cost profile (measured on a tiny model: structure and caching, no timing claims) and the one prediction."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specdec_core import profile as prof
+from specdec_core.drafters import LookupDrafter
+from specdec_core.exact import make_exact
+from specdec_core.metrics import expected_tokens_from_positions, predicted_speedup
+from specdec_core.models import tiny_model
+
+
+def fake(**kw) -> prof.Profile:
+    base = dict(device="cpu (x, 2 threads)", isa="AVX2", torch="2.13.0", model="m", target_repr="int8 weight-only",
+                draft_repr="int8 dynamic", target_ms={1: 100.0, 2: 120.0, 4: 160.0, 8: 300.0}, draft_ms={"draft": 20.0},
+                prefill_tokens_per_s=50.0, bandwidth_gb_s=10.0, utilization=0.5, target_bytes=500_000_000)
+    return prof.Profile(**{**base, **kw})
+
+
+def test_T_interpolates_and_extrapolates():
+    p = fake()
+    assert p.T(1) == 100.0 and p.T(3) == pytest.approx(140.0) and p.T(6) == pytest.approx(230.0)
+    assert p.T(10) == pytest.approx(370.0)  # past 8: the slope of 4 -> 8
+
+
+def test_prediction_by_hand():
+    assert expected_tokens_from_positions([0.8, 0.5], 2) == pytest.approx(1 + 0.8 + 0.4)
+    assert expected_tokens_from_positions([0.8], 3) == pytest.approx(1.8)  # unmeasured positions never accepted
+    p = fake()
+    # E = 2.2 tokens per round; cost = 2 x 20 + T(3) = 40 + 140 = 180 ms per round vs 100 ms per token plain
+    assert predicted_speedup([0.8, 0.5], 2, 2, 20.0, p.T) == pytest.approx(2.2 * 100 / 180)
+    assert predicted_speedup([], 0, 0, 20.0, p.T) == pytest.approx(1.0)  # drafting nothing is plain decoding
+
+
+def test_measure_cache_and_reject_foreign_or_corrupt(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
+    target = tiny_model(seed=2)
+    make_exact(target)
+    target.representation = "fp32"
+    timers = {"lookup": prof.drafter_timer(LookupDrafter(), target)}
+    said = []
+    first = prof.get(target, timers, "none", progress=False, say=said.append)
+    assert set(first.target_ms) == set(prof.SIZES) and all(v > 0 for v in first.target_ms.values())
+    assert first.bandwidth_gb_s > 0 and 0 < first.utilization and "lookup" in first.draft_ms
+    assert prof.get(target, timers, "none", progress=False, say=said.append) == first and not said  # cached
+    path = prof.cache_path(prof.machine_key(target, "none"))
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "torch": "0.0"}))  # another torch version: never used
+    assert prof.load_cached(prof.machine_key(target, "none"), said.append) is None and "another" in said[-1]
+    path.write_text("{not json")
+    assert prof.load_cached(prof.machine_key(target, "none"), said.append) is None and "unreadable" in said[-1]
+    assert prof.get(target, timers, "none", progress=False, say=said.append).target_ms  # measured again
