@@ -4,6 +4,7 @@ Arguments are parsed into frozen configs here, at the edge; any problem exits no
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict
@@ -51,7 +52,9 @@ def add_model_args(p) -> None:
     p.add_argument("--draft-quant-granularity", choices=["channel", "tensor"], default="channel",
                    help="int8 weight scales per output channel (default) or per tensor")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--num-draft-tokens", type=int, default=DraftConfig.num_draft_tokens)
+    p.add_argument("--num-draft-tokens", default=str(DraftConfig.num_draft_tokens),
+                   help="draft tokens per round, or 'auto': per round, the length that maximises expected tokens/s "
+                        "from this machine's cost profile and the running acceptance (measured once, cached)")
     p.add_argument("--adaptive", action="store_true", help="+2/-1 draft length and stop below confidence")
     p.add_argument("--confidence-threshold", type=float, default=DraftConfig.confidence_threshold)
     p.add_argument("--ngram-size", type=int, default=LookupConfig.max_ngram_size, help="prompt lookup n-gram")
@@ -114,11 +117,22 @@ def read_prompt(args) -> str:
         raise ConfigError(f"cannot read --prompt-file: {e.strerror}: {args.prompt_file}") from None
 
 
+def parse_draft_tokens(text: str) -> tuple[int, bool]:
+    """'5' -> (5, False); 'auto' -> (the default length, cost-aware)."""
+    if text == "auto":
+        return DraftConfig.num_draft_tokens, True
+    try:
+        return int(text), False
+    except ValueError:
+        raise ConfigError(f"--num-draft-tokens must be a whole number or 'auto', got {text!r}") from None
+
+
 def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
+    length, cost_aware = parse_draft_tokens(args.num_draft_tokens)
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens,
         sampling=SamplingConfig(args.temperature, args.top_k, args.top_p),
-        draft=DraftConfig(args.num_draft_tokens, args.adaptive, args.confidence_threshold),
+        draft=DraftConfig(length, args.adaptive, args.confidence_threshold, cost_aware=cost_aware),
         seed=args.seed,
     )
     options = MethodOptions(
@@ -172,7 +186,13 @@ def cmd_generate(args) -> int:
     prompt_ids = encode_prompt(tokenizer, text, chat=args.chat)
     from .engine import SpeculativeEngine
 
-    engine = SpeculativeEngine(target, build_drafter(method, target, draft, options), eos_token_ids(tokenizer, target))
+    cost = None
+    if config.draft.cost_aware:
+        from .profile import cost as profile_cost
+
+        cost = profile_cost(load_profile(args, target, draft, options, progress=True), method)
+    engine = SpeculativeEngine(target, build_drafter(method, target, draft, options), eos_token_ids(tokenizer, target),
+                               cost)
     result = run(engine, method, prompt_ids, config)
     out_text = tokenizer.decode(result.token_ids, skip_special_tokens=True)
     if args.json:
@@ -221,6 +241,7 @@ def cmd_bench(args) -> int:
     target, tokenizer = load_target_arg(args)
     draft = load_draft(args) if any(m in NEEDS_DRAFT for m in methods) else None
     profile = load_profile(args, target, draft, options, progress=not args.no_progress)
+    bench = dataclasses.replace(bench, profile=profile)
     records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress)
     rows = summarise(records, greedy=config.sampling.greedy, profile=profile)
     meta = {

@@ -40,7 +40,8 @@ class DraftConfig:
     num_draft_tokens: int = 5
     adaptive: bool = False  # +2 after a fully accepted draft, -1 otherwise; stop drafting below confidence
     confidence_threshold: float = 0.4  # only used when adaptive
-    max_adaptive_tokens: int = 16
+    max_adaptive_tokens: int = 16  # also the longest draft the cost-aware length considers
+    cost_aware: bool = False  # length per round from this machine's cost profile (--num-draft-tokens auto)
 
     def __post_init__(self) -> None:
         if not (0 <= self.num_draft_tokens <= MAX_DRAFT_TOKENS_LIMIT):
@@ -49,6 +50,8 @@ class DraftConfig:
             raise ConfigError(f"confidence_threshold must be in [0, 1), got {self.confidence_threshold}")
         if not (1 <= self.max_adaptive_tokens <= MAX_DRAFT_TOKENS_LIMIT):
             raise ConfigError(f"max_adaptive_tokens must be in [1, {MAX_DRAFT_TOKENS_LIMIT}]")
+        if self.cost_aware and self.adaptive:
+            raise ConfigError("choose one: a cost-aware draft length (auto) or the adaptive +2/-1 schedule")
 
 
 @dataclass(frozen=True)

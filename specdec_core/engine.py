@@ -15,7 +15,7 @@ from .drafters.base import Draft, DraftContext, Drafter, NoDrafter
 from .kv import crop, keep, new_cache
 from .lm import LanguageModel
 from .sampling import logits_to_probs
-from .schedule import DraftLengthSchedule
+from .schedule import Cost, DraftLengthSchedule
 from .trace import Round, TopK
 from .verify import Verdict, verify_greedy, verify_sampling, verify_tree
 
@@ -45,8 +45,10 @@ class Clock:
 
 
 class SpeculativeEngine:
-    def __init__(self, target: LanguageModel, drafter: Drafter | None = None, eos_token_ids: tuple[int, ...] = ()):
+    def __init__(self, target: LanguageModel, drafter: Drafter | None = None, eos_token_ids: tuple[int, ...] = (),
+                 cost: Cost | None = None):
         self.target = target
+        self.cost = cost  # this machine's costs, for a cost-aware draft length
         self.drafter = drafter or NoDrafter()
         self.eos = frozenset(eos_token_ids)
         self.clock = Clock(target.device)
@@ -59,7 +61,7 @@ class SpeculativeEngine:
         if len(prompt_ids) >= self.target.max_positions:
             raise ConfigError(f"the prompt has {len(prompt_ids)} tokens; the model's limit is {self.target.max_positions}")
         generator = make_generator(config.seed, self.target.device)
-        schedule = DraftLengthSchedule(config.draft)
+        schedule = DraftLengthSchedule(config.draft, self.cost)
         tokens = list(prompt_ids)
         cache = new_cache()
         t0 = self.clock()

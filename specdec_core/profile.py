@@ -201,6 +201,15 @@ def drafter_timers(target: LanguageModel, draft: LanguageModel | None, options=N
     return timers
 
 
+def cost(profile: "Profile | None", method: str):
+    """The engine's Cost for a method from a profile (None without one, or for a method it did not time)."""
+    from .schedule import Cost
+
+    if profile is None or method not in profile.draft_ms:
+        return None
+    return Cost(profile.T, profile.draft_ms[method])
+
+
 def get(target: LanguageModel, drafters: dict[str, callable], draft_repr: str, progress: bool = True,
         say=print, refresh: bool = False) -> Profile:
     """The cached profile for this machine and these models, measured (and cached) when missing."""

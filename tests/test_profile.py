@@ -52,3 +52,40 @@ def test_measure_cache_and_reject_foreign_or_corrupt(tmp_path, monkeypatch):
     path.write_text("{not json")
     assert prof.load_cached(prof.machine_key(target, "none"), said.append) is None and "unreadable" in said[-1]
     assert prof.get(target, timers, "none", progress=False, say=said.append).target_ms  # measured again
+
+
+def test_cost_aware_length_follows_the_machine():
+    from specdec_core.config import DraftConfig
+    from specdec_core.schedule import Cost, DraftLengthSchedule
+
+    auto = DraftConfig(cost_aware=True)
+    flat = DraftLengthSchedule(auto, Cost(lambda n: 170.0, 1.0))  # AMX-like: verifying 16 costs what 1 does
+    linear = DraftLengthSchedule(auto, Cost(lambda n: 150.0 * n, 60.0))  # emulated bf16: every token costs a step
+    assert flat.length >= 4 and linear.length == 1  # predicted not to pay: only the probing round drafts
+    assert max(range(17), key=linear.expected_rate) == 0
+    for _ in range(20):  # the drafter is always right: drafting longer pays where verification is flat
+        flat.update(flat.length, flat.length)
+    assert flat.length == auto.max_adaptive_tokens
+    lengths = []
+    for _ in range(16):
+        linear.update(linear.length, 0)
+        lengths.append(linear.length)
+    assert 1 in lengths and lengths.count(0) >= 12  # mostly plain decoding, probing now and then
+    assert DraftLengthSchedule(auto, None).length == auto.num_draft_tokens  # no profile: the fixed default
+
+
+@pytest.mark.parametrize("name", ["draft", "lookup", "always-right", "right-for-1", "tree-right-second"])
+def test_cost_aware_greedy_equals_plain_greedy(name, target, draft_model):
+    from conftest import PROMPT, make_drafter
+
+    from specdec_core.config import DraftConfig, GenerationConfig
+    from specdec_core.engine import SpeculativeEngine
+    from specdec_core.schedule import Cost
+    from specdec_core.session import run
+
+    config = GenerationConfig(max_new_tokens=40, draft=DraftConfig(cost_aware=True))
+    reference = run(SpeculativeEngine(target), "ar", PROMPT, config).token_ids
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), cost=Cost(lambda n: 100 + 5 * n, 10.0))
+    result = run(engine, name, PROMPT, config)
+    assert result.token_ids == reference
+    assert len({r.num_draft_requested for r in result.rounds}) > 1 or name == "lookup"  # the length moved

@@ -43,6 +43,7 @@ class BenchConfig:
     options: MethodOptions = field(default_factory=MethodOptions)
     repeats: int = 1
     warmup: bool = True
+    profile: object | None = None  # this machine's cost profile: the cost-aware draft length reads it
 
     def __post_init__(self) -> None:
         if not 1 <= self.repeats <= 100:
@@ -124,7 +125,9 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
     if method in METHODS:
         drafter = build_drafter(method, target, draft, config.options)
         modules += [drafter.heads] if hasattr(drafter, "heads") else []
-        engine = SpeculativeEngine(target, drafter, eos)
+        from ..profile import cost
+
+        engine = SpeculativeEngine(target, drafter, eos, cost(config.profile, method))
     timer = ForwardTimer(modules, target.device, count=target.lm_head)
     memory.reset()
     try:
