@@ -115,3 +115,20 @@ def tokens_per_round_figure(gamma: int) -> go.Figure:
     fig.update_layout(title="Expected tokens per round (1−α^(γ+1)) / (1−α)", xaxis_title="acceptance rate α",
                       yaxis_title="tokens per target forward", **LAYOUT)
     return fig
+
+
+def cost_curve_figure(profile) -> go.Figure:
+    """This machine's T(n) / T(1) for a target forward of n tokens, beside the 'free verification' the textbook
+    formula assumes (1 for every n) and 'no batching at all' (n)."""
+    ns = sorted(profile.target_ms)
+    t1 = profile.target_ms[1]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ns, y=[1.0] * len(ns), name="free verification (the formula's assumption)",
+                             line=dict(dash="dot", color="#9ca3af")))
+    fig.add_trace(go.Scatter(x=ns, y=ns, name="n separate steps", line=dict(dash="dash", color="#d1d5db")))
+    fig.add_trace(go.Scatter(x=ns, y=[profile.target_ms[n] / t1 for n in ns], mode="lines+markers",
+                             name=f"measured here ({profile.isa}, {profile.target_repr})",
+                             text=[f"{profile.target_ms[n]:.0f} ms" for n in ns], line=dict(width=4, color="#2563eb")))
+    fig.update_layout(title=f"Cost of verifying n tokens in one forward, relative to one step (T(1) = {t1:.0f} ms)",
+                      xaxis_title="tokens in the forward (n)", yaxis_title="T(n) / T(1)", **LAYOUT)
+    return fig

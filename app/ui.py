@@ -192,6 +192,19 @@ def exactness_handler(mode, prompt, chat, temperature, trials, seed):
     return text, fig
 
 
+def cost_curve_handler():
+    """This machine's measured T(n) (the profile), or a note while it is being measured."""
+    if STORE.profile is None:
+        return ("This machine's cost curve T(n) appears here once the background profile is measured "
+                "(`python -m specdec_core profile` measures it from the command line)."), None
+    p = STORE.profile
+    return (f"**Why verifying n tokens is nearly free on one CPU and not on another:** on this machine a forward of "
+            f"6 tokens costs {p.T(6) / p.T(1):.2f}× one step (T(1) = {p.T(1):.0f} ms, target {p.target_repr}, "
+            f"{p.isa}); one step reads {p.target_bytes / 1e9:.2f} GB at {p.bandwidth_gb_s:.1f} GB/s copy bandwidth, "
+            f"utilization {p.utilization:.0%}. The race's prediction uses these measured costs."), \
+        figures.cost_curve_figure(p)
+
+
 def status_tick():
     return STORE.status(), gr.Timer(active=not STORE.ready)
 
@@ -286,6 +299,8 @@ def build_demo() -> gr.Blocks:
                 with gr.Row():
                     th_speed = gr.Plot()
                     th_tokens = gr.Plot()
+                th_cost_note = gr.Markdown()
+                th_curve = gr.Plot()
 
             with gr.Tab("Exactness lab", id="exact"):
                 gr.Markdown("Run speculative sampling many times for **one** next token and compare what comes out "
@@ -324,7 +339,8 @@ def build_demo() -> gr.Blocks:
                         record, [step_rounds, step_greedy, step_index], queue=False) \
             .then(step_handler, [step_rounds, step_greedy, step_index], [step_html, step_fig, residual_fig,
                                                                          step_index], queue=False) \
-            .then(theory_handler, [th_gamma, th_cost, record], [th_speed, th_tokens, th_note], queue=False)
+            .then(theory_handler, [th_gamma, th_cost, record], [th_speed, th_tokens, th_note], queue=False) \
+            .then(cost_curve_handler, None, [th_cost_note, th_curve], queue=False)
 
         # Step through
         step_io = [step_html, step_fig, residual_fig, step_index]
@@ -341,6 +357,7 @@ def build_demo() -> gr.Blocks:
             control.change(theory_handler, [th_gamma, th_cost, record], [th_speed, th_tokens, th_note], queue=False)
         th_use.click(use_last_run, record, [th_gamma, th_cost], queue=False)
         demo.load(theory_handler, [th_gamma, th_cost, record], [th_speed, th_tokens, th_note], queue=False)
+        demo.load(cost_curve_handler, None, [th_cost_note, th_curve], queue=False)
 
         # Exactness lab
         ex_btn.click(exactness_handler, [ex_mode, ex_prompt, chat, ex_temp, ex_trials, ex_seed], [ex_html, ex_fig],

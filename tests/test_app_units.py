@@ -165,3 +165,15 @@ def test_exactness_lab_p_is_bitwise_the_same_in_a_verify_forward(draft_model):
     models = Models(target, draft_model, CharTokenizer(), (), "tiny exact")
     ids = models.tokenizer("def add(a, b):\n    return").input_ids
     assert exactness.same_p_bits(models, ids, SamplingConfig(temperature=0.8))
+
+
+def test_cost_curve_figure_shows_measured_T_against_free_verification():
+    from specdec_core.profile import Profile
+
+    p = Profile(device="cpu", isa="AVX2", torch="2.13.0", model="m", target_repr="int8 weight-only", draft_repr="x",
+                target_ms={1: 150.0, 2: 175.0, 4: 225.0, 8: 470.0}, draft_ms={}, prefill_tokens_per_s=30.0,
+                bandwidth_gb_s=12.0, utilization=0.6, target_bytes=1_700_000_000)
+    fig = figures.cost_curve_figure(p)
+    measured = next(t for t in fig.data if str(t.name).startswith("measured"))
+    assert list(measured.y) == pytest.approx([1.0, 175 / 150, 1.5, 470 / 150])
+    assert any(list(t.y) == [1.0] * 4 for t in fig.data)  # the free-verification line
