@@ -92,8 +92,8 @@ class RaceRecord:
         tree = any(r.parents is not None for r in self.spec.rounds)
         p = self.profile
         if p is not None and self.request.method in p.draft_ms:
-            depth = len(s.per_position_acceptance) if tree else nodes
-            value = predicted_speedup(s.per_position_acceptance, depth, nodes, p.draft_ms[self.request.method], p.T)
+            value = predicted_speedup(s.per_position_acceptance, s.draft_lengths, p.draft_ms[self.request.method],
+                                      p.T, tree)
             return value, f"this machine: T({nodes + 1}) = {p.T(nodes + 1):.0f} ms vs T(1) = {p.T(1):.0f} ms"
         c = cost_ratio(self.spec.rounds)
         if tree or c is None:

@@ -1,6 +1,7 @@
 """Statistics computed from a trace (a list of Rounds). Nothing here times or runs anything."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 from .trace import Round
@@ -16,6 +17,7 @@ class Stats:
     acceptance_rate: float | None  # alpha = accepted / drafted (None when nothing was drafted)
     mean_tokens_per_round: float  # tau, including the correction/bonus token
     per_position_acceptance: list[float]  # P(draft token i accepted | it was drafted)
+    draft_lengths: dict[int, int]  # tokens (tree nodes) drafted in a round -> how many rounds
     draft_seconds: float
     verify_seconds: float
     prefill_seconds: float
@@ -52,6 +54,7 @@ def compute_stats(rounds: list[Round]) -> Stats:
         acceptance_rate=accepted / drafted if drafted else None,
         mean_tokens_per_round=new_tokens / len(rounds) if rounds else 0.0,
         per_position_acceptance=per_position,
+        draft_lengths=dict(sorted(Counter(r.num_drafted for r in rounds).items())),
         draft_seconds=draft_s,
         verify_seconds=verify_s,
         prefill_seconds=prefill_s,
@@ -93,9 +96,16 @@ def expected_tokens_from_positions(per_position: list[float], depth: int) -> flo
     return total
 
 
-def predicted_speedup(per_position: list[float], depth: int, nodes: int, draft_ms: float, target_ms) -> float:
+def predicted_speedup(per_position: list[float], draft_lengths: dict[int, int], draft_ms: float, target_ms,
+                      tree: bool = False) -> float:
     """Decode speedup over plain decoding predicted from a cost profile: E[tokens per round] x T(1) /
-    (nodes x T_draft + T(nodes + 1)); `target_ms(n)` is the measured cost of a target forward of n tokens (a chain
-    has nodes == depth; a tree verifies all its nodes at once)."""
-    expected = expected_tokens_from_positions(per_position, depth)
-    return expected * target_ms(1) / (nodes * draft_ms + target_ms(nodes + 1))
+    (γ x T_draft + T(γ + 1)), averaged over the rounds' draft lengths γ (`draft_lengths`: γ -> rounds; a round that
+    drafted nothing is one plain step). `target_ms(n)` is the measured cost of a target forward of n tokens. A token
+    tree of γ nodes is verified in one forward of γ + 1 and yields up to its depth (len(per_position)) tokens."""
+    tokens = ms = 0.0
+    for length, rounds in draft_lengths.items():
+        length = int(length)
+        depth = min(length, len(per_position)) if tree else length
+        tokens += rounds * expected_tokens_from_positions(per_position, depth)
+        ms += rounds * (length * draft_ms + target_ms(length + 1))
+    return tokens * target_ms(1) / ms if ms > 0 else 1.0

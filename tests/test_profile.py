@@ -30,8 +30,12 @@ def test_prediction_by_hand():
     assert expected_tokens_from_positions([0.8], 3) == pytest.approx(1.8)  # unmeasured positions never accepted
     p = fake()
     # E = 2.2 tokens per round; cost = 2 x 20 + T(3) = 40 + 140 = 180 ms per round vs 100 ms per token plain
-    assert predicted_speedup([0.8, 0.5], 2, 2, 20.0, p.T) == pytest.approx(2.2 * 100 / 180)
-    assert predicted_speedup([], 0, 0, 20.0, p.T) == pytest.approx(1.0)  # drafting nothing is plain decoding
+    assert predicted_speedup([0.8, 0.5], {2: 7}, 20.0, p.T) == pytest.approx(2.2 * 100 / 180)
+    assert predicted_speedup([], {0: 5}, 20.0, p.T) == pytest.approx(1.0)  # drafting nothing is plain decoding
+    # lookup-like: 3 rounds without a match (1 token, T(1)) and 1 round of 2 drafts: (3 + 2.2) x 100 / (300 + 180)
+    assert predicted_speedup([0.8, 0.5], {0: 3, 2: 1}, 20.0, p.T) == pytest.approx(5.2 * 100 / 480)
+    # a 4-node tree of depth 2: E from two positions, one forward of 5 (T(5) = 195)
+    assert predicted_speedup([0.8, 0.5], {4: 1}, 0.0, p.T, tree=True) == pytest.approx(2.2 * 100 / 195)
 
 
 def test_measure_cache_and_reject_foreign_or_corrupt(tmp_path, monkeypatch):

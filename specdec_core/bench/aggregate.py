@@ -1,7 +1,7 @@
 """Benchmark records (one per method x prompt x repeat) and their per-method summary. Pure: no timing, no models."""
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
 from ..metrics import expected_tokens_per_round, predicted_speedup, speedup_bound
@@ -124,10 +124,11 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
                 c = (draft_s / drafted) / (verify_s / rounds) if verify_s > 0 else None
                 g = drafted / rounds
                 if profile is not None and method in profile.draft_ms:
-                    per_position = positions(runs)
-                    nodes = max(1, round(g))
-                    depth = nodes if method not in no_bound else len(per_position)
-                    predicted = predicted_speedup(per_position, depth, nodes, profile.draft_ms[method], profile.T)
+                    lengths = Counter()
+                    for r in runs:
+                        lengths.update({int(k): v for k, v in r.stats["draft_lengths"].items()})
+                    predicted = predicted_speedup(positions(runs), lengths, profile.draft_ms[method], profile.T,
+                                                  tree=method in no_bound)
                 if method not in no_bound and c is not None:
                     bound = speedup_bound(alpha, g, c)
                     if ref_step:
