@@ -32,7 +32,7 @@ class RaceRequest:
 
 
 def parse_request(prompt, method, num_draft_tokens, adaptive, temperature, top_p, seed, max_new_tokens,
-                  chat) -> RaceRequest:
+                  chat, cost_aware=False) -> RaceRequest:
     """UI values -> a validated request; any problem raises ConfigError with a sentence for the user."""
     if prompt is None or not str(prompt).strip():
         raise ConfigError("Please enter a prompt (or pick an example).")
@@ -48,8 +48,10 @@ def parse_request(prompt, method, num_draft_tokens, adaptive, temperature, top_p
         raise ConfigError(f"Max new tokens must be between 1 and {MAX_NEW_TOKENS} (got {max_new}).")
     if not 1 <= k <= 16:
         raise ConfigError(f"Draft tokens per round must be between 1 and 16 (got {k}).")
+    adaptive = bool(adaptive)  # the +2/-1 schedule wins over the cost-aware length when both are ticked
     config = GenerationConfig(max_new_tokens=max_new, sampling=SamplingConfig(temperature, 0, top_p),
-                              draft=DraftConfig(num_draft_tokens=k, adaptive=bool(adaptive)), seed=seed_i)
+                              draft=DraftConfig(num_draft_tokens=k, adaptive=adaptive,
+                                                cost_aware=bool(cost_aware) and not adaptive), seed=seed_i)
     return RaceRequest(str(prompt), method, config, bool(chat))
 
 
@@ -119,6 +121,8 @@ class RaceRecord:
             "predicted_speedup": predicted,
             "prediction": how,
             "num_draft_tokens": gamma,
+            "draft_length": ("cost-aware" if self.request.config.draft.cost_aware else
+                             "adaptive" if self.request.config.draft.adaptive else "fixed"),
             "identical": self.spec.token_ids == self.ar.token_ids if self.ar.rounds else None,
         }
 
@@ -166,18 +170,21 @@ def race_outputs(record: RaceRecord, show_rejected: bool, status: str):
     )
 
 
-def prepare(models: Models, request: RaceRequest) -> tuple[list[int], SpeculativeEngine]:
-    """Prompt ids (within the demo's limit) and the speculative engine for a request."""
+def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[int], SpeculativeEngine]:
+    """Prompt ids (within the demo's limit) and the speculative engine for a request (a cost-aware draft length reads
+    the profile's costs; before the profile is measured it drafts the fixed γ)."""
+    from specdec_core.profile import cost
+
     prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
     if len(prompt_ids) > MAX_PROMPT_TOKENS:
         raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")
     drafter = build_drafter(request.method, models.target, models.draft)
-    return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos)
+    return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos, cost(profile, request.method))
 
 
 def run_race(models: Models, request: RaceRequest, profile=None):
     """Yield (record, status) after every round of the speculative run, then of the plain run."""
-    prompt_ids, spec_engine = prepare(models, request)
+    prompt_ids, spec_engine = prepare(models, request, profile)
     labels = {"draft": "draft model", "lookup": "prompt lookup", "layerskip": "layer-skip self-speculation",
               "medusa": "Medusa heads (chain)", "medusa-tree": "Medusa heads (token tree)"}
     record = RaceRecord(request, prompt_ids, RunView(labels[request.method], Detokenizer(models.tokenizer)),

@@ -81,12 +81,12 @@ def _models():
 
 @_gpu
 def race_handler(prompt, method, num_draft_tokens, adaptive, temperature, top_p, seed, max_new_tokens, chat,
-                 show_rejected):
+                 show_rejected, cost_aware=True):
     """Stream the race. Yields (spec html, plain html, race fig, split fig, histogram, headline, status, verdict,
     record, trace file, charts file, summary)."""
     try:
         request = race.parse_request(prompt, method, num_draft_tokens, adaptive, temperature, top_p, seed,
-                                     max_new_tokens, chat)
+                                     max_new_tokens, chat, cost_aware)
         models = _models()
         record, shown = None, 0.0
         for record, status in race.run_race(models, request, STORE.profile):
@@ -239,6 +239,8 @@ def build_demo() -> gr.Blocks:
                         method = gr.Radio(METHOD_CHOICES, value="draft", label="Drafter")
                         k = gr.Slider(1, 16, value=5, step=1, label="Draft tokens per round (γ)")
                         adaptive = gr.Checkbox(label="Adaptive draft length (+2 / −1, stop below confidence 0.4)")
+                        cost_aware = gr.Checkbox(value=True, label="Cost-aware draft length: γ per round from this "
+                                                 "machine's measured costs (γ above is the start until they are measured)")
                         with gr.Row():
                             temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
                             top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
@@ -327,7 +329,7 @@ def build_demo() -> gr.Blocks:
             return ex["text"], ex["chat"], ex["method"]
 
         example.change(pick_example, example, [prompt, chat, method], queue=False)
-        race_inputs = [prompt, method, k, adaptive, temperature, top_p, seed, max_new, chat, show_rejected]
+        race_inputs = [prompt, method, k, adaptive, temperature, top_p, seed, max_new, chat, show_rejected, cost_aware]
         race_outputs = [spec_out, ar_out, race_plot, split_plot, hist_plot, headline, run_status, verdict, record,
                         trace_file, charts_file, summary]
         race_event = run_btn.click(race_handler, race_inputs, race_outputs, api_name="race",

@@ -24,8 +24,8 @@ class Stats:
     wall_seconds: float  # sum of the above: the time the engine spent generating
     tokens_per_second: float  # new_tokens / (wall_seconds - prefill_seconds): decoding speed
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self) -> dict:  # JSON-ready: object keys are strings
+        return {**asdict(self), "draft_lengths": {str(k): v for k, v in self.draft_lengths.items()}}
 
 
 def token_sources(rounds: list[Round]) -> list[str]:
