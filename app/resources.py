@@ -122,7 +122,7 @@ class ModelStore:
         models = self._models
         self._profile_note = " Measuring this machine's cost profile (about a minute, once; races can run meanwhile)."
         try:
-            timers = profile.drafter_timers(models.target, models.draft)
+            timers = lambda: profile.drafter_timers(models.target, models.draft)  # noqa: E731 - only when measuring
             self.profile = profile.get(models.target, timers, models.draft_repr, progress=False,
                                        say=lambda m: setattr(self, "_profile_note", " " + m))
             self._profile_note = (f" Cost profile: T(1) {self.profile.T(1):.0f} ms, T(6) {self.profile.T(6):.0f} ms, "

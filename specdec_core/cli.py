@@ -284,11 +284,13 @@ def draft_repr_label(args, draft) -> str:
 
 
 def load_profile(args, target, draft, options, progress: bool, refresh: bool = False):
-    """This machine's profile for the target, the draft and every method's drafter (cached)."""
+    """This machine's profile for the target, the draft and every method's drafter (cached; always complete, so the
+    draft model is loaded even when this command does not race it)."""
     from . import profile
 
-    return profile.get(target, profile.drafter_timers(target, draft, options), draft_repr_label(args, draft), progress=progress,
-                       say=lambda m: print(m, file=sys.stderr), refresh=refresh)
+    draft = draft if draft is not None else load_draft(args)
+    return profile.get(target, lambda: profile.drafter_timers(target, draft, options), draft_repr_label(args, draft),
+                       progress=progress, say=lambda m: print(m, file=sys.stderr), refresh=refresh)
 
 
 def cmd_profile(args) -> int:

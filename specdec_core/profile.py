@@ -210,13 +210,14 @@ def cost(profile: "Profile | None", method: str):
     return Cost(profile.T, profile.draft_ms[method])
 
 
-def get(target: LanguageModel, drafters: dict[str, callable], draft_repr: str, progress: bool = True,
-        say=print, refresh: bool = False) -> Profile:
-    """The cached profile for this machine and these models, measured (and cached) when missing."""
+def get(target: LanguageModel, drafters, draft_repr: str, progress: bool = True, say=print,
+        refresh: bool = False) -> Profile:
+    """The cached profile for this machine and these models, measured (and cached) when missing. `drafters`: the
+    timers (method -> fn), or a function making them (called only when measuring)."""
     key = machine_key(target, draft_repr)
     if not refresh and (cached := load_cached(key, say)) is not None:
         return cached
-    profile = measure(target, drafters, draft_repr, progress)
+    profile = measure(target, drafters() if callable(drafters) else drafters, draft_repr, progress)
     path = cache_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
