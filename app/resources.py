@@ -28,7 +28,6 @@ class Models:
     tokenizer: object
     eos: tuple[int, ...]
     label: str  # what the page says is running
-    draft_repr: str = "fp32"  # for the profile's cache key
 
     @property
     def device_label(self) -> str:
@@ -51,8 +50,7 @@ def _load(target_name: str, draft_name: str) -> Models:
         draft, how = _cheap_draft(draft_name, target.device.type)
         label = f"target {target_name} · draft {draft_name}{how}"
     warm_up(target, draft)
-    draft_repr = "int8 dynamic (per channel)" if "int8" in draft.name else str(draft.dtype).replace("torch.", "")
-    return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label, draft_repr)
+    return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label)
 
 
 def _cheap_draft(name: str, device: str) -> tuple[LanguageModel, str]:
@@ -123,7 +121,7 @@ class ModelStore:
         self._profile_note = " Measuring this machine's cost profile (about a minute, once; races can run meanwhile)."
         try:
             timers = lambda: profile.drafter_timers(models.target, models.draft)  # noqa: E731 - only when measuring
-            self.profile = profile.get(models.target, timers, models.draft_repr, progress=False,
+            self.profile = profile.get(models.target, timers, models.draft.representation, progress=False,
                                        say=lambda m: setattr(self, "_profile_note", " " + m))
             self._profile_note = (f" Cost profile: T(1) {self.profile.T(1):.0f} ms, T(6) {self.profile.T(6):.0f} ms, "
                                   f"utilization {self.profile.utilization:.0%}.")

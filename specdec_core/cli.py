@@ -147,6 +147,9 @@ def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
     return config, options
 
 
+DTYPE_REPR = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
 def draft_is_int8(args) -> bool:
     cpu = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
     explicit_dense = args.draft_dtype or args.dtype or args.draft_repr in ("bf16", "fp16", "fp32")
@@ -160,11 +163,8 @@ def load_draft(args):
         from .quantize import load_int8
 
         return load_int8(args.draft, args.device, per_channel=args.draft_quant_granularity == "channel")
-    dense = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(args.draft_repr)
+    dense = {short: dtype for dtype, short in DTYPE_REPR.items()}.get(args.draft_repr)
     return load_model(args.draft, args.device, args.draft_dtype or dense or args.dtype)[0]
-
-
-DTYPE_REPR = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def load_target_arg(args):
@@ -249,7 +249,7 @@ def cmd_bench(args) -> int:
         "prompts": [p.id for p in prompts], "methods": list(methods), "config": asdict(config),
         "target": args.target, "draft": args.draft, "target_repr": describe(target),
         "target_repr_note": target.representation_note, "device": str(target.device),
-        "draft_repr": draft_repr_label(args, draft) if draft else None,
+        "draft_repr": draft.representation if draft else None,
         "threads": torch.get_num_threads(), "memory": PeakMemory(target.device).kind,
         "timing": "wall clock per call, prompt pass included; speedup = tokens/s over ar's, same run; "
                   "decode_speedup excludes prompt passes; predicted_speedup = E[tokens/round] x T(1) / "
@@ -277,19 +277,13 @@ def cmd_bench(args) -> int:
     return 1 if any(r.mismatches for r in rows) else 0
 
 
-def draft_repr_label(args, draft) -> str:
-    if draft_is_int8(args):
-        return f"int8 dynamic (per {args.draft_quant_granularity})"
-    return str(draft.dtype).replace("torch.", "").replace("bfloat16", "bf16").replace("float", "fp")
-
-
 def load_profile(args, target, draft, options, progress: bool, refresh: bool = False):
     """This machine's profile for the target, the draft and every method's drafter (cached; always complete, so the
     draft model is loaded even when this command does not race it)."""
     from . import profile
 
     draft = draft if draft is not None else load_draft(args)
-    return profile.get(target, lambda: profile.drafter_timers(target, draft, options), draft_repr_label(args, draft),
+    return profile.get(target, lambda: profile.drafter_timers(target, draft, options), draft.representation,
                        progress=progress, say=lambda m: print(m, file=sys.stderr), refresh=refresh)
 
 

@@ -20,7 +20,9 @@ def int8_dynamic(lm: LanguageModel, per_channel: bool = True) -> LanguageModel:
 
         qconfig = per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig
         model = quantize_dynamic(lm.model, {torch.nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
-    return LanguageModel(model, f"{lm.name}-int8")
+    out = LanguageModel(model, f"{lm.name}-int8")
+    out.representation = f"int8 dynamic (per {'channel' if per_channel else 'tensor'})"
+    return out
 
 
 def load_int8(name: str, device: str | None = None, per_channel: bool = True) -> LanguageModel:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .config import DraftConfig
+from .metrics import expected_tokens_from_positions
 
 PRIOR_TRIED, PRIOR_ACCEPTED = 4.0, 2.8  # before any round: each position accepted 70% of the time
 PROBE_EVERY = 8  # when drafting is predicted not to pay, still draft one token this often, to keep measuring
@@ -35,10 +36,8 @@ class DraftLengthSchedule:
 
     def expected_rate(self, length: int) -> float:
         """Predicted tokens per ms when drafting `length` tokens per round."""
-        expected, survive = 1.0, 1.0
-        for i in range(length):
-            survive *= self.accepted[i] / self.tried[i]
-            expected += survive
+        rates = [a / t for a, t in zip(self.accepted, self.tried)]
+        expected = expected_tokens_from_positions(rates, length)
         return expected / (length * self.cost.draft_ms + self.cost.target_ms(length + 1))
 
     def _best(self) -> int:

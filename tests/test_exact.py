@@ -48,25 +48,24 @@ def test_invariance_detects_a_non_invariant_forward():
     assert result.logits > 0 and result.keys_values > 0
 
 
-class _Mixing(torch.nn.Module):
-    """A linear layer whose rows see each other (like per-tensor activation quantisation)."""
+class _Wrapped(torch.nn.Module):
+    """A linear layer around `inner`, for the faulty kernels below."""
 
     def __init__(self, inner):
         super().__init__()
         self.inner, self.in_features, self.out_features = inner, inner.in_features, inner.out_features
         self.weight = inner.weight
+
+
+class _Mixing(_Wrapped):
+    """A linear layer whose rows see each other (like per-tensor activation quantisation)."""
 
     def forward(self, x):
         return self.inner(x) + 1e-3 * x.mean(dim=-2, keepdim=True).sum(-1, keepdim=True)
 
 
-class _CountDependent(torch.nn.Module):
+class _CountDependent(_Wrapped):
     """A linear layer whose result depends on how many rows it is given (like a kernel choosing its blocking)."""
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner, self.in_features, self.out_features = inner, inner.in_features, inner.out_features
-        self.weight = inner.weight
 
     def forward(self, x):
         return self.inner(x) * (1 + 1e-3 * x.reshape(-1, x.shape[-1]).shape[0])
