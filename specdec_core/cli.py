@@ -81,6 +81,9 @@ def add_bench_parser(sub) -> None:
     bench.add_argument("--check-exact", type=int, metavar="N",
                        help="exactness check: the first N prompts, every engine method (unless --methods) against ar; "
                             "prints mismatches and the first diverging token per prompt; exit 1 on any")
+    bench.add_argument("--resume", type=Path, metavar="FILE",
+                       help="checkpoint file: each finished prompt is saved there, and a rerun with the same "
+                            "arguments skips the prompts it holds (long runs survive being stopped)")
     bench.add_argument("--json", type=Path, default=Path("out/bench.json"), help="results file")
     bench.add_argument("--plot", type=Path, help="Plotly HTML report")
     bench.add_argument("--no-progress", action="store_true")
@@ -242,7 +245,18 @@ def cmd_bench(args) -> int:
     draft = load_draft(args) if any(m in NEEDS_DRAFT for m in methods) else None
     profile = load_profile(args, target, draft, options, progress=not args.no_progress)
     bench = dataclasses.replace(bench, profile=profile)
-    records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress)
+    checkpoint, resumed = None, 0
+    if args.resume:
+        from .bench.checkpoint import Checkpoint
+
+        checkpoint = Checkpoint(args.resume, {"methods": methods, "config": asdict(config), "target": args.target,
+                                              "draft": args.draft, "target_repr": describe(target),
+                                              "repeats": args.repeats, "suite": args.suite or str(args.prompts)})
+        resumed = len(checkpoint.done)
+        if resumed:
+            print(f"resuming from {args.resume}: {len(checkpoint.done)} prompt run(s) already done", file=sys.stderr)
+    records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress,
+                        checkpoint=checkpoint)
     rows = summarise(records, greedy=config.sampling.greedy, profile=profile)
     meta = {
         "command": "python -m specdec_core " + " ".join(shlex.quote(a) for a in args.argv),
@@ -255,6 +269,7 @@ def cmd_bench(args) -> int:
                   "decode_speedup excludes prompt passes; predicted_speedup = E[tokens/round] x T(1) / "
                   "(nodes x T_draft + T(nodes+1)) from the profile and this run's per-position acceptance",
         "profile": profile.to_dict(),
+        "resumed_prompts": resumed,  # read back from --resume, timed by an earlier process
         "hf_settings": {m: hf_settings(m, config, options.lookup) for m in methods if m.startswith("hf-")},
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "machine": platform.machine(),
         "cpu_count": os.cpu_count(),

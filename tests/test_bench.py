@@ -113,3 +113,23 @@ def test_target_forwards_are_summed_only_when_every_run_counted_them():
     rows = {r.method: r for r in summarise(recs, greedy=True)}
     assert rows["ar"].target_forwards == 10 and rows["hf-assisted"].target_forwards == 10
     assert summarise(records()[:1] + recs[1:], greedy=True)[0].target_forwards is None
+
+
+def test_checkpoint_resumes_and_refuses_another_run(tmp_path):
+    from specdec_core.bench.checkpoint import Checkpoint
+
+    path, key = tmp_path / "ck.jsonl", {"methods": ("ar", "draft"), "target_repr": "int8"}
+    first = Checkpoint(path, key)
+    assert first.records("p0", 0) is None
+    first.save("p0", 0, records()[:2])
+    with path.open("a") as f:
+        f.write('{"prompt_id": "p1", "repeat": 0, "rec')  # killed mid-write
+    again = Checkpoint(path, key)
+    assert again.records("p0", 0) == records()[:2] and again.records("p1", 0) is None
+    again.save("p1", 0, records()[3:5])
+    assert Checkpoint(path, key).records("p1", 0) == records()[3:5]  # the cut line was dropped, not glued to
+    with pytest.raises(ConfigError, match="another run.*target_repr"):
+        Checkpoint(path, {**key, "target_repr": "bf16"})
+    (tmp_path / "junk").write_text("hello\n")
+    with pytest.raises(ConfigError, match="not a bench checkpoint"):
+        Checkpoint(tmp_path / "junk", key)

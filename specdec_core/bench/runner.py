@@ -17,6 +17,7 @@ from ..engine import SpeculativeEngine
 from ..lm import LanguageModel
 from ..session import MethodOptions, build_drafter, encode_prompt, eos_token_ids, run
 from .aggregate import RunRecord
+from .checkpoint import Checkpoint
 from ..exact import fused
 from .hf import HF_METHODS, hf_generate
 from .prompts import BenchPrompt
@@ -148,7 +149,8 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
 
 
 def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageModel, draft: LanguageModel | None,
-              tokenizer, progress: bool = True) -> list[RunRecord]:
+              tokenizer, progress: bool = True, checkpoint: Checkpoint | None = None) -> list[RunRecord]:
+    """Every method on every prompt; with a checkpoint, prompts it holds are read back instead of run again."""
     if draft is None and any(m in NEEDS_DRAFT for m in config.methods):
         raise ConfigError("draft and hf-assisted need a draft model")
     memory = PeakMemory(target.device)
@@ -167,10 +169,19 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
     with tqdm(total=total, desc="bench", unit="run", disable=not progress) as bar:
         for repeat in range(config.repeats):
             for i, (prompt, ids) in enumerate(zip(prompts, encoded)):
+                saved = checkpoint.records(prompt.id, repeat) if checkpoint else None
+                if saved is not None:
+                    records += saved
+                    bar.update(n)
+                    continue
                 shift = (repeat * len(prompts) + i) % n
+                these = []
                 for method in config.methods[shift:] + config.methods[:shift]:
                     bar.set_postfix_str(f"{prompt.id} · {method}")
                     r = run_once(method, target, draft, eos, ids, config, config.generation, memory)
-                    records.append(dataclasses.replace(r, prompt_id=prompt.id, repeat=repeat))
+                    these.append(dataclasses.replace(r, prompt_id=prompt.id, repeat=repeat))
                     bar.update()
+                records += these
+                if checkpoint:
+                    checkpoint.save(prompt.id, repeat, these)
     return records
