@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from specdec_core.lm import LanguageModel
-from specdec_core.exact import make_exact
+from specdec_core.exact import make_exact, self_check
 from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET, load_model, perturbed_copy, tiny_model
 from specdec_core.representation import describe, load_target
 from specdec_core.session import eos_token_ids
@@ -44,6 +44,7 @@ def _load(target_name: str, draft_name: str) -> Models:
         target = tiny_model(seed=0, vocab_size=len(tokenizer), num_layers=4, hidden_size=64)
         draft = perturbed_copy(target)
         make_exact(target)
+        target.rounding = self_check(target).logits
         label = "tiny random-weight test model (gibberish text; for tests only)"
     else:
         target, tokenizer = load_target(target_name, None, os.environ.get("SPECDEC_TARGET_REPR", "auto"))

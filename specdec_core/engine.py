@@ -107,8 +107,9 @@ class SpeculativeEngine:
             # 5. Tell the drafter and the length schedule how it went; record the round.
             self.drafter.observe(verdict.num_accepted)
             schedule.update(draft.depth, verdict.num_accepted)
+            ties = self._near_ties(out.logits, verdict, len(new), config)
             yield self._round(index, limit, draft, p_target, verdict, new, t1 - t0, t2 - t1,
-                              prefill if index == 0 else 0.0, finished)
+                              prefill if index == 0 else 0.0, finished, ties)
             index += 1
             if finished:
                 return
@@ -121,7 +122,18 @@ class SpeculativeEngine:
             return verify_greedy(draft.tokens, p_target)
         return verify_sampling(draft.tokens, p_target, draft.q_draft, generator)
 
-    def _round(self, index, limit, draft, p_target, verdict, new, draft_s, verify_s, prefill_s, finished) -> Round:
+    def _near_ties(self, logits: torch.Tensor, verdict: Verdict, emitted: int, config: GenerationConfig) -> list[int]:
+        """Greedy on a target that is not bit-exact (rounding > 0): emitted tokens whose two best logits lay within
+        2 x the measured rounding (each can move by it), i.e. choices another forward shape could flip."""
+        margin = self.target.rounding or 0.0
+        if margin == 0.0 or not config.sampling.greedy:
+            return []
+        rows = [0] + [i + 1 for i in verdict.path]
+        top2 = torch.topk(logits[rows[:emitted]].float(), 2, dim=-1).values
+        return [i for i, gap in enumerate((top2[:, 0] - top2[:, 1]).tolist()) if gap <= 2 * margin]
+
+    def _round(self, index, limit, draft, p_target, verdict, new, draft_s, verify_s, prefill_s, finished,
+               near_ties) -> Round:
         n, k = verdict.num_accepted, len(draft.tokens)
         next_source = "ar" if k == 0 else ("bonus" if verdict.is_bonus else "target")
         sources = ([self.drafter.source] * n + [next_source])[: len(new)]
@@ -150,4 +162,5 @@ class SpeculativeEngine:
             finished=finished,
             parents=list(draft.parents) if draft.parents is not None else None,
             accepted_path=list(verdict.path),
+            near_ties=near_ties,
         )

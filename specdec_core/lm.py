@@ -30,6 +30,7 @@ class LanguageModel:
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
         self.exact = False  # token-count invariant forward installed (exact.make_exact)
+        self.rounding: float | None = None  # measured max |Δlogit|, n tokens together vs alone (None: not measured)
         self.representation = str(self.dtype).replace("torch.", "")  # what the page and the JSON name
 
     @property

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from .trace import Round
 
@@ -23,6 +23,7 @@ class Stats:
     prefill_seconds: float
     wall_seconds: float  # sum of the above: the time the engine spent generating
     tokens_per_second: float  # new_tokens / (wall_seconds - prefill_seconds): decoding speed
+    near_ties: list[int] = field(default_factory=list)  # output positions chosen on a near-tie (target not bit-exact)
 
     def to_dict(self) -> dict:  # JSON-ready: object keys are strings
         return {**asdict(self), "draft_lengths": {str(k): v for k, v in self.draft_lengths.items()}}
@@ -30,6 +31,15 @@ class Stats:
 
 def token_sources(rounds: list[Round]) -> list[str]:
     return [s for r in rounds for s in r.sources]
+
+
+def near_ties(rounds: list[Round]) -> set[int]:
+    """Output positions whose greedy choice was a near-tie on a target that is not bit-exact (see Round.near_ties)."""
+    out, start = set(), 0
+    for r in rounds:
+        out.update(start + i for i in r.near_ties)
+        start += len(r.emitted)
+    return out
 
 
 def compute_stats(rounds: list[Round]) -> Stats:
@@ -60,6 +70,7 @@ def compute_stats(rounds: list[Round]) -> Stats:
         prefill_seconds=prefill_s,
         wall_seconds=decode_s + prefill_s,
         tokens_per_second=new_tokens / decode_s if decode_s > 0 else 0.0,
+        near_ties=sorted(near_ties(rounds)),
     )
 
 

@@ -41,6 +41,8 @@ class Round:
     finished: str | None = None  # "eos", "length", "context" on the last round
     parents: list[int] | None = None  # the draft was a token tree (see tree.py); None = a chain
     accepted_path: list[int] = field(default_factory=list)  # accepted draft nodes (a chain: 0..num_accepted-1)
+    near_ties: list[int] = field(default_factory=list)  # greedy, target not bit-exact: indices into `emitted` whose
+    #   top-2 logit gap was within twice the target's measured rounding (such a choice may flip between forwards)
 
     @property
     def num_drafted(self) -> int:

@@ -1,6 +1,8 @@
 """Demo pieces without a browser: rendering, figures, request parsing, the race and the exactness lab on tiny models."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -104,6 +106,16 @@ def test_race_streams_both_runs_and_matches_the_engine(tiny_models, target, draf
     html_out = race.race_outputs(record, False, "")
     assert html_out[0].count('class="tok s-') == 24
     assert "Identical" in race.verdict_html(record, tiny_models.tokenizer)
+    assert "Bit-exact" in race.verdict_html(record, tiny_models.tokenizer)  # the tiny target measured 0.0
+    last = record.ar.rounds[-1]  # make the plain run part at its last token: an error, unless that was a near-tie
+    flipped = dataclasses.replace(last, emitted=last.emitted[:-1] + [last.emitted[-1] + 1])
+    record.ar.rounds[-1] = flipped
+    assert "✗ Outputs differ from token 23" in race.verdict_html(record, tiny_models.tokenizer)
+    record.ar.rounds[-1] = dataclasses.replace(flipped, near_ties=[len(flipped.emitted) - 1])
+    record.rounding = 0.05
+    assert "≈ Identical up to rounding" in race.verdict_html(record, tiny_models.tokenizer)
+    assert record.summary()["near_ties"] == [23]
+    record.ar.rounds[-1] = last
     trace_path, charts_path = race.write_downloads(record)
     assert '"speculative_rounds"' in open(trace_path).read() and "plotly" in open(charts_path).read()
 

@@ -134,3 +134,38 @@ def test_representation_names_are_checked():
     with pytest.raises(ConfigError, match="not supported on cpu"):
         parse("fp16", cpu)
     assert offered(cpu) == ("bf16", "fp32", "int8")
+
+
+def test_self_check_measures_zero_when_exact_and_more_when_not():
+    lm = exact_tiny(torch.bfloat16)
+    assert exact.self_check(lm).logits == 0.0
+    stock = tiny_model(seed=5, num_layers=2, hidden_size=64)
+    for layer in stock.model.model.layers:
+        layer.mlp.up_proj = _CountDependent(layer.mlp.up_proj)
+    assert exact.self_check(stock).logits > 0  # the load-time check can fail
+
+
+def test_near_ties_are_flagged_only_on_a_target_that_is_not_bit_exact():
+    """Greedy on a target with measured rounding r: an emitted token is a near-tie iff its row's top-2 logit gap
+    <= 2r, checked against the logits of plain decoding; r = 0 (bit-exact) flags nothing."""
+    from specdec_core.metrics import compute_stats
+
+    target = exact_tiny(torch.float32, seed=7)
+    config = GenerationConfig(max_new_tokens=24, draft=DraftConfig(num_draft_tokens=4))
+    drafter = make_drafter("draft", target, perturbed_copy(target), PROMPT, 24)
+    target.rounding = 0.0
+    plain = run(SpeculativeEngine(target), "ar", PROMPT, config)
+    assert compute_stats(plain.rounds).near_ties == []
+    from specdec_core.kv import new_cache
+
+    cache, gaps = new_cache(), []
+    target.prefill(PROMPT[:-1], cache)
+    for t in [PROMPT[-1], *plain.token_ids[:-1]]:
+        top2 = torch.topk(target.forward([t], cache).logits[0], 2).values
+        gaps.append(float(top2[0] - top2[1]))
+    target.rounding = sorted(gaps)[len(gaps) // 2] / 2  # about half the choices become near-ties
+    expected = [i for i, g in enumerate(gaps) if g <= 2 * target.rounding]
+    for engine in (SpeculativeEngine(target), SpeculativeEngine(target, drafter)):
+        result = run(engine, "x", PROMPT, config)
+        assert result.token_ids == plain.token_ids
+        assert compute_stats(result.rounds).near_ties == expected and 0 < len(expected) < len(gaps)

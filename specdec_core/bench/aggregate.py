@@ -66,14 +66,17 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 def find_mismatches(records: list[RunRecord], reference: str = REFERENCE) -> dict[str, list[str]]:
     """method -> ["prompt (repeat r): differs at token i"] against the reference's output for the same prompt."""
-    ref = {(r.prompt_id, r.repeat): r.token_ids for r in records if r.method == reference}
+    refs = {(r.prompt_id, r.repeat): r for r in records if r.method == reference}
+    ref = {k: r.token_ids for k, r in refs.items()}
     out: dict[str, list[str]] = defaultdict(list)
     for r in records:
         if r.method == reference or (r.prompt_id, r.repeat) not in ref:
             continue
         i = first_difference(r.token_ids, ref[(r.prompt_id, r.repeat)])
         if i is not None:
-            out[r.method].append(f"{r.prompt_id} (repeat {r.repeat}): differs at token {i}")
+            ties = {t for x in (r, refs[(r.prompt_id, r.repeat)]) for t in ((x.stats or {}).get("near_ties") or [])}
+            tie = " (a near-tie within the target's measured rounding)" if i in ties else ""
+            out[r.method].append(f"{r.prompt_id} (repeat {r.repeat}): differs at token {i}{tie}")
     return dict(out)
 
 
