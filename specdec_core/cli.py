@@ -1,4 +1,4 @@
-"""Command line: `python -m specdec_core generate ...` and `python -m specdec_core prepare`.
+"""Command line: `python -m specdec_core generate | bench | profile | selfcheck | prepare`.
 
 Arguments are parsed into frozen configs here, at the edge; any problem exits non-zero with a one-line reason."""
 from __future__ import annotations
@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--json", type=Path, help="also write the profile here")
     prof.add_argument("--refresh", action="store_true", help="measure again even if a cached profile exists")
     prof.add_argument("--no-progress", action="store_true")
+    check = sub.add_parser("selfcheck", help="is this machine bit-exact, its cost profile, every method equal to ar on "
+                                             "3 prompts and their speedups: one JSON, a few minutes")
+    add_model_args(check)
+    check.set_defaults(max_new_tokens=40, num_draft_tokens="auto")  # the page's default: cost-aware length
+    check.add_argument("--json", type=Path, default=Path("out/selfcheck.json"), help="report file")
+    check.add_argument("--no-progress", action="store_true")
     sub.add_parser("prepare", help="convert the embedded models into the cache now")
     return parser
 
@@ -321,6 +327,24 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_selfcheck(args) -> int:
+    from . import selfcheck
+
+    config, options = parse_run_args(args)
+    if not config.sampling.greedy:
+        raise ConfigError("selfcheck compares greedy outputs; leave --temperature at 0")
+    target, tokenizer = load_target_arg(args)
+    draft = load_draft(args)
+    profile = load_profile(args, target, draft, options, progress=not args.no_progress)
+    report = selfcheck.check(target, draft, tokenizer, profile, config, options, progress=not args.no_progress)
+    report["command"] = "python -m specdec_core " + " ".join(shlex.quote(a) for a in args.argv)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print("\n".join(selfcheck.lines(report)))
+    print(f"wrote {args.json}", file=sys.stderr)
+    return 0 if report["ok"] else 1
+
+
 def cmd_prepare(args) -> int:
     for name in EMBEDDED:
         print(f"{name}: {embedded_dir(name)}")
@@ -331,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
-        commands = {"generate": cmd_generate, "bench": cmd_bench, "profile": cmd_profile, "prepare": cmd_prepare}
+        commands = {"generate": cmd_generate, "bench": cmd_bench, "profile": cmd_profile, "selfcheck": cmd_selfcheck,
+                    "prepare": cmd_prepare}
         return commands[args.command](args)
     except (ConfigError, ModelLoadError) as e:
         print(f"error: {e}", file=sys.stderr)

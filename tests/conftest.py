@@ -20,6 +20,24 @@ from specdec_core.session import run  # noqa: E402
 PROMPT = [5, 17, 3, 42, 8, 17, 3, 42, 9, 60, 5, 17]
 
 
+class CharTokenizer:
+    """Token id i <-> chr(65 + i % 58): enough to render and decode tiny-model output."""
+
+    eos_token_id = None
+
+    def get_vocab(self) -> dict:
+        return {}
+
+    def decode(self, ids, **kwargs):
+        return "".join(chr(65 + i % 58) for i in ids)
+
+    def __call__(self, text, add_special_tokens=True):
+        class Enc:
+            input_ids = [ord(c) % 96 for c in text]
+
+        return Enc()
+
+
 @pytest.fixture(scope="session")
 def target() -> LanguageModel:
     return tiny_model(seed=0)

@@ -11,26 +11,13 @@ from app.render import Piece, round_pieces, tokens_html
 from app.resources import Models
 from app.stepthrough import step_view
 from app.tokens import Detokenizer
-from conftest import PROMPT
+from conftest import PROMPT, CharTokenizer
 from specdec_core.config import ConfigError, GenerationConfig, SamplingConfig
 from specdec_core.drafters import DraftModelDrafter
 from specdec_core.engine import SpeculativeEngine
 from specdec_core.metrics import speedup_bound
 from specdec_core.session import run
 from specdec_core.trace import Round
-
-
-class CharTokenizer:
-    """Token id i <-> chr(65 + i % 58): enough to render and decode tiny-model output."""
-
-    def decode(self, ids, **kwargs):
-        return "".join(chr(65 + i % 58) for i in ids)
-
-    def __call__(self, text, add_special_tokens=True):
-        class Enc:
-            input_ids = [ord(c) % 96 for c in text]
-
-        return Enc()
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["bench", "--suite", "chat", "--check-exact", "0"], "check-exact"),
     (["bench", "--suite", "chat", "--check-exact", "2", "--temperature", "0.7"], "greedy"),
     (["profile", "--target-repr", "int4"], "this machine offers"),
+    (["selfcheck", "--temperature", "0.7"], "greedy"),
+    (["selfcheck", "--target-repr", "int4"], "this machine offers"),
 ])
 def test_bad_arguments_exit_nonzero_with_one_line(args, reason):
     proc = cli(*args)
