@@ -95,6 +95,7 @@ class ModelStore:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.profile = None  # this machine's cost profile, measured (or read from the cache) after the models load
+        self.profile_settled = False  # measured, read or failed: nothing more will change in the status line
         self._profile_note = ""
 
     def start(self) -> None:
@@ -128,6 +129,13 @@ class ModelStore:
                                   f"utilization {self.profile.utilization:.0%}.")
         except Exception as e:  # noqa: BLE001 - the prediction falls back to the bound
             self._profile_note = f" Cost profile failed ({str(e)[:120]}); predictions use the Leviathan bound."
+        finally:
+            self.profile_settled = True
+
+    @property
+    def settled(self) -> bool:
+        """Models loaded (or failed) and the profile measured (or failed)."""
+        return self._error is not None or (self._models is not None and self.profile_settled)
 
     @property
     def ready(self) -> bool:

@@ -205,8 +205,25 @@ def cost_curve_handler():
         figures.cost_curve_figure(p)
 
 
-def status_tick():
-    return STORE.status(), gr.Timer(active=not STORE.ready)
+def advice_handler(chat) -> str:
+    """Before the race: the method predicted fastest on this machine for this kind of prompt, or that none pays."""
+    from specdec_core.recommend import recommend
+
+    kind = "prose" if chat else "code"
+    text = recommend(STORE.profile, kind).text()
+    return (f"{text} <small>(this machine's measured costs × acceptance measured by the bench on {kind} prompts: "
+            f"a forecast, not this prompt's result)</small>") if STORE.profile else text
+
+
+def use_recommended(chat):
+    from specdec_core.recommend import recommend
+
+    best = recommend(STORE.profile, "prose" if chat else "code").best
+    return best.method if best else gr.skip()
+
+
+def status_tick(chat):
+    return STORE.status(), advice_handler(chat), gr.Timer(active=not STORE.settled)
 
 
 def build_demo() -> gr.Blocks:
@@ -224,7 +241,6 @@ def build_demo() -> gr.Blocks:
                                   min_width=220)
         status = gr.Markdown(STORE.status())
         timer = gr.Timer(1.0)
-        timer.tick(status_tick, None, [status, timer], show_progress="hidden", queue=False)
         present.change(None, present, None, js="(on) => { document.body.classList.toggle('present', on); }")
 
         with gr.Tabs():
@@ -237,6 +253,9 @@ def build_demo() -> gr.Blocks:
                                            value=examples[0]["chat"])
                     with gr.Column(scale=2):
                         method = gr.Radio(METHOD_CHOICES, value="draft", label="Drafter")
+                        with gr.Row():
+                            advice = gr.Markdown(elem_id="advice")
+                            use_best = gr.Button("Use it", size="sm", scale=0, min_width=80)
                         k = gr.Slider(1, 16, value=5, step=1, label="Draft tokens per round (γ)")
                         adaptive = gr.Checkbox(label="Adaptive draft length (+2 / −1, stop below confidence 0.4)")
                         cost_aware = gr.Checkbox(value=True, label="Cost-aware draft length: γ per round from this "
@@ -329,6 +348,10 @@ def build_demo() -> gr.Blocks:
             return ex["text"], ex["chat"], ex["method"]
 
         example.change(pick_example, example, [prompt, chat, method], queue=False)
+        timer.tick(status_tick, chat, [status, advice, timer], show_progress="hidden", queue=False)
+        chat.change(advice_handler, chat, advice, queue=False)
+        demo.load(advice_handler, chat, advice, queue=False)
+        use_best.click(use_recommended, chat, method, queue=False)
         race_inputs = [prompt, method, k, adaptive, temperature, top_p, seed, max_new, chat, show_rejected, cost_aware]
         race_outputs = [spec_out, ar_out, race_plot, split_plot, hist_plot, headline, run_status, verdict, record,
                         trace_file, charts_file, summary]

@@ -321,6 +321,10 @@ def cmd_profile(args) -> int:
     print("drafter ms per drafted token (γ 5): " + ", ".join(f"{k} {v:.1f}" for k, v in p.draft_ms.items()))
     print(f"prompt pass {p.prefill_tokens_per_s:.0f} tokens/s · memory copy {p.bandwidth_gb_s:.1f} GB/s · one "
           f"1-token target forward reads {p.target_bytes / 1e9:.2f} GB → utilization {p.utilization:.0%}")
+    from .recommend import KINDS, recommend
+
+    for kind in KINDS:
+        print(recommend(p, kind).text().replace("**", ""))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(p.to_dict(), indent=1) + "\n")

@@ -1,0 +1,83 @@
+"""Which method to race here, before racing: this machine's measured costs (the profile) x how often each method's
+guesses were accepted on prompts of the same kind (code or prose), as measured by bench runs and shipped in
+assets/acceptance_priors.json. For each method, the best draft length (chains: 0..MAX_LENGTH, 0 = plain decoding,
+which is what the cost-aware length falls back to) and the speedup the one prediction gives it."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .bench.aggregate import RunRecord, positions
+from .config import MedusaConfig
+from .metrics import predicted_speedup
+
+PRIORS = Path(__file__).resolve().parents[1] / "assets" / "acceptance_priors.json"
+KINDS = ("code", "prose")
+TREES = {"medusa-tree": MedusaConfig.tree_nodes}  # tree methods: nodes per round (the default tree size)
+MAX_LENGTH = 8
+PAYS = 1.05  # a predicted speedup below this is within the prediction's error: not worth recommending
+
+
+@dataclass(frozen=True)
+class Prediction:
+    method: str
+    speedup: float  # predicted decode speedup over plain decoding at the best length
+    length: int  # draft tokens (tree nodes) per round at that speedup; 0: drafting does not pay
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    kind: str  # "code" or "prose"
+    predictions: list[Prediction]  # fastest first
+    where: str  # "AVX2 · int8 weight-only"
+
+    @property
+    def best(self) -> Prediction | None:
+        """The method predicted fastest, if it is predicted to pay at all."""
+        top = self.predictions[0] if self.predictions else None
+        return top if top and top.speedup >= PAYS else None
+
+    def text(self) -> str:
+        if not self.predictions:
+            return "No prediction yet: the cost profile is still being measured."
+        listed = ", ".join(f"{p.method} {p.speedup:.2f}×" for p in self.predictions)
+        if self.best is None:
+            return (f"No method is predicted to pay on this machine ({self.where}) for {self.kind} prompts "
+                    f"(predicted: {listed}); the cost-aware length then mostly decodes plainly. Race to see.")
+        b = self.best
+        return (f"Predicted fastest here ({self.where}) for {self.kind} prompts: **{b.method}** {b.speedup:.2f}× at "
+                f"{b.length} draft token{'s' * (b.length != 1)} per round (all: {listed}).")
+
+
+def load_priors(path: Path = PRIORS) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def best_length(method: str, per_position: list[float], draft_ms: float, target_ms) -> Prediction:
+    """The draft length with the highest predicted speedup (a tree's size is its configured node count)."""
+    if method in TREES:
+        nodes = TREES[method]
+        return Prediction(method, predicted_speedup(per_position, {nodes: 1}, draft_ms, target_ms, tree=True), nodes)
+    options = [(predicted_speedup(per_position, {n: 1}, draft_ms, target_ms), n) for n in range(MAX_LENGTH + 1)]
+    speedup, n = max(options)
+    return Prediction(method, speedup, n)
+
+
+def recommend(profile, kind: str, priors: dict | None = None) -> Recommendation:
+    """Every method the profile timed and the priors measured, fastest first."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if profile is None:
+        return Recommendation(kind, [], "")
+    measured = (priors or load_priors())["kinds"][kind]
+    preds = [best_length(m, measured[m], profile.draft_ms[m], profile.T) for m in profile.draft_ms if m in measured]
+    return Recommendation(kind, sorted(preds, key=lambda p: -p.speedup), f"{profile.isa} · {profile.target_repr}")
+
+
+def priors_from_bench(path: Path) -> dict[str, list[float]]:
+    """Per method, the per-position acceptance over every run of a bench JSON (each run weighted by its rounds)."""
+    data = json.loads(Path(path).read_text())
+    runs = [RunRecord(**r) for r in data["runs"] if r["stats"] and r["stats"].get("drafted")]
+    return {m: [round(a, 4) for a in positions([r for r in runs if r.method == m])]
+            for m in dict.fromkeys(r.method for r in runs)}
