@@ -239,7 +239,15 @@ def cmd_bench(args) -> int:
         if args.methods == ",".join(DEFAULT_BENCH_METHODS):
             args.methods = ",".join(METHODS)
     methods = parse_methods(args.methods)
+    from .bench import llamacpp
+
+    if any(m in llamacpp.LLAMACPP_METHODS for m in methods) and not llamacpp.available():
+        print(f"skipping {', '.join(m for m in methods if m in llamacpp.LLAMACPP_METHODS)}: llama-cpp-python is not "
+              f"installed. To include them: {llamacpp.INSTALL}", file=sys.stderr)
+        methods = tuple(m for m in methods if m not in llamacpp.LLAMACPP_METHODS)
     config, options = parse_run_args(args)
+    if not config.sampling.greedy and any(m in llamacpp.LLAMACPP_METHODS for m in methods):
+        raise ConfigError("the llama.cpp peers run greedy only; leave --temperature at 0 or drop them")
     if args.check_exact is not None and not config.sampling.greedy:
         raise ConfigError("--check-exact compares greedy outputs; leave --temperature at 0")
     bench = BenchConfig(methods, config, options, args.repeats)
@@ -277,6 +285,9 @@ def cmd_bench(args) -> int:
         "profile": profile.to_dict(),
         "resumed_prompts": resumed,  # read back from --resume, timed by an earlier process
         "hf_settings": {m: hf_settings(m, config, options.lookup) for m in methods if m.startswith("hf-")},
+        "llamacpp": {m: llamacpp.label(args.target) + f", {torch.get_num_threads()} threads, greedy (top-k 1), prompt "
+                        "pass included; other weights than our target, so not compared token for token"
+                     for m in methods if m in llamacpp.LLAMACPP_METHODS},
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
     }

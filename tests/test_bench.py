@@ -133,3 +133,26 @@ def test_checkpoint_resumes_and_refuses_another_run(tmp_path):
     (tmp_path / "junk").write_text("hello\n")
     with pytest.raises(ConfigError, match="not a bench checkpoint"):
         Checkpoint(tmp_path / "junk", key)
+
+
+def test_llamacpp_rows_are_timed_and_labelled_never_compared():
+    recs = records()[:2] + [RunRecord("llamacpp-ar", p, 0, [7, 7, 7, 7], 0.5, 0.5, 900.0) for p in ("p0", "p1")]
+    rows = {r.method: r for r in summarise(recs, greedy=True)}
+    assert rows["llamacpp-ar"].mismatches == [] and rows["llamacpp-ar"].compared == 0
+    assert rows["llamacpp-ar"].tokens_per_second == 8.0
+    text = table(list(rows.values()))
+    assert "| llamacpp-ar | 8 | 8.00 |" in text and "other weights" in text
+    assert "ar vs llamacpp-ar: 0.12×" in peer_lines(list(rows.values()))
+    assert "llamacpp-ar" in parse_methods("llamacpp-ar,draft")
+
+
+def test_bench_without_llama_cpp_says_how_to_install_it():
+    import subprocess
+    import sys
+
+    from specdec_core.bench import llamacpp
+
+    proc = subprocess.run([sys.executable, "-m", "specdec_core", "bench", "--suite", "humaneval", "--methods",
+                           "llamacpp-ar", "--limit", "0"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "limit" in proc.stderr
+    assert ("pip install llama-cpp-python" in proc.stderr) == (not llamacpp.available())

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from ..metrics import expected_tokens_per_round, predicted_speedup, speedup_bound
 
 REFERENCE = "ar"
+OTHER_WEIGHTS = ("llamacpp-ar", "llamacpp-lookup")  # run the GGUF's own quantisation: timed, never compared
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def find_mismatches(records: list[RunRecord], reference: str = REFERENCE) -> dic
     ref = {k: r.token_ids for k, r in refs.items()}
     out: dict[str, list[str]] = defaultdict(list)
     for r in records:
-        if r.method == reference or (r.prompt_id, r.repeat) not in ref:
+        if r.method == reference or r.method in OTHER_WEIGHTS or (r.prompt_id, r.repeat) not in ref:
             continue
         i = first_difference(r.token_ids, ref[(r.prompt_id, r.repeat)])
         if i is not None:
@@ -145,7 +146,8 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
                          overhead=1.0 - forward / seconds if seconds > 0 else 0.0,
                          peak_rss_mb=max(r.peak_rss_mb for r in runs), cost_ratio=c, bound=bound,
                          bound_with_verify=bound_v, mismatches=mismatches.get(method, []),
-                         compared=len(runs) if greedy and method != reference and reference in by_method else 0,
+                         compared=len(runs) if greedy and method not in (reference, *OTHER_WEIGHTS)
+                         and reference in by_method else 0,
                          decode_tokens_per_second=decode_tps,
                          predicted_speedup=1.0 if method == reference and profile is not None else predicted))
     ref_decode = next((r["decode_tokens_per_second"] for r in rows if r["method"] == reference), None)

@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .aggregate import MethodSummary, RunRecord
+from .aggregate import OTHER_WEIGHTS, MethodSummary, RunRecord
 
-PEERS = (("draft", "hf-assisted"), ("lookup", "hf-lookup"), ("ar", "hf-ar"))
+PEERS = (("draft", "hf-assisted"), ("lookup", "hf-lookup"), ("ar", "hf-ar"), ("ar", "llamacpp-ar"),
+         ("lookup", "llamacpp-lookup"), ("draft", "llamacpp-ar"), ("lookup", "llamacpp-ar"))
 
 
 def _f(value, fmt: str = ".2f", suffix: str = "") -> str:
@@ -19,7 +20,7 @@ def table(rows: list[MethodSummary]) -> str:
             "| draft s | verify s | overhead | peak RSS | greedy = ar |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        same = "–" if not r.compared else (f"✗ {r.mismatch_count} of {r.compared}" if r.mismatches else "✓")
+        same = "other weights" if r.method in OTHER_WEIGHTS else "–" if not r.compared else (f"✗ {r.mismatch_count} of {r.compared}" if r.mismatches else "✓")
         lines.append(
             f"| {r.method} | {r.tokens} | {r.tokens_per_second:.2f} | {_f(r.speedup, '.2f', '×')} "
             f"| {_f(r.decode_speedup, '.2f', '×')} | {_f(r.predicted_speedup, '.2f', '×')} "

@@ -20,9 +20,10 @@ from .aggregate import RunRecord
 from .checkpoint import Checkpoint
 from ..exact import fused
 from .hf import HF_METHODS, hf_generate
+from .llamacpp import LLAMACPP_METHODS
 from .prompts import BenchPrompt
 
-ALL_METHODS = METHODS + HF_METHODS
+ALL_METHODS = METHODS + HF_METHODS + LLAMACPP_METHODS
 NEEDS_DRAFT = ("draft", "hf-assisted")
 
 
@@ -120,6 +121,8 @@ class PeakMemory:
 
 def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eos: tuple[int, ...],
              prompt_ids: list[int], config: BenchConfig, generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
+    if method in LLAMACPP_METHODS:
+        return run_llamacpp(method, target, eos, prompt_ids, generation, memory)
     models = [target] + ([draft] if draft is not None and method in NEEDS_DRAFT else [])
     modules = [m for lm in models for m in compute_modules(lm)]
     engine = None
@@ -146,6 +149,18 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
     finally:
         timer.close()
     return RunRecord(method, "", 0, tokens, seconds, timer.seconds, memory.read_mb(), stats, timer.calls)
+
+
+def run_llamacpp(method: str, target: LanguageModel, eos: tuple[int, ...], prompt_ids: list[int],
+                 generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
+    """llama.cpp on the target's GGUF, same prompt ids and threads; all its time counts as forward time."""
+    from . import llamacpp
+
+    memory.reset()
+    t0 = time.perf_counter()
+    tokens = llamacpp.generate(method, target.name, prompt_ids, generation, eos, torch.get_num_threads())
+    seconds = time.perf_counter() - t0
+    return RunRecord(method, "", 0, tokens, seconds, seconds, memory.read_mb(), None, None)
 
 
 def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageModel, draft: LanguageModel | None,

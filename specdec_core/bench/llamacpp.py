@@ -1,0 +1,87 @@
+"""The CPU anchor: llama.cpp (llama-cpp-python) on the very GGUF files the embedded models ship as, plain decoding
+(`llamacpp-ar`) and its prompt-lookup drafting (`llamacpp-lookup`). Optional: without the package these rows are
+skipped with the command that installs it. Its weights are the GGUF's own quantisation, not our target's
+representation, so its output is not compared token for token; the table labels it."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from ..config import GenerationConfig
+from ..models import EMBEDDED, ModelLoadError, assemble_gguf, cache_root
+
+LLAMACPP_METHODS = ("llamacpp-ar", "llamacpp-lookup")
+INSTALL = ("pip install llama-cpp-python  (builds llama.cpp from source: about 10 minutes on 2 cores; "
+           "see docs/performance.md)")
+LOOKUP_TOKENS = 10  # llama-cpp-python's LlamaPromptLookupDecoding default
+
+
+def available() -> bool:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def gguf_file(name: str) -> Path:
+    """The embedded model's GGUF, assembled once into the cache (llama.cpp reads it as it ships)."""
+    if name not in EMBEDDED:
+        raise ModelLoadError(f"llama.cpp peers run the embedded models only ({', '.join(EMBEDDED)}), not {name!r}")
+    out = cache_root() / "gguf" / f"{name}.gguf"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        assemble_gguf(EMBEDDED[name], tmp)
+        tmp.replace(out)
+    return out
+
+
+def quantisation(path: Path) -> str:
+    """The GGUF's file type, e.g. 'Q8_0' (read from its header)."""
+    from gguf import GGUFReader, LlamaFileType
+
+    field = GGUFReader(str(path)).fields.get("general.file_type")
+    if field is None:
+        return "unknown quantisation"
+    value = int(field.parts[field.data[0]][0])
+    try:
+        return LlamaFileType(value).name.removeprefix("MOSTLY_")
+    except ValueError:
+        return f"file type {value}"
+
+
+@functools.lru_cache(maxsize=2)
+def _llama(path: str, lookup: bool, threads: int):
+    from llama_cpp import Llama
+
+    kwargs = {}
+    if lookup:
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_TOKENS)
+    # use_extra_bufts=False: on an AMX CPU llama.cpp's AMX weight repacking crashed (segfault) until it was off
+    return Llama(model_path=path, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False,
+                 use_extra_bufts=False, **kwargs)
+
+
+def label(name: str) -> str:
+    return f"llama.cpp {quantisation(gguf_file(name))} GGUF"
+
+
+def generate(method: str, name: str, prompt_ids: list[int], config: GenerationConfig, eos: tuple[int, ...],
+             threads: int) -> list[int]:
+    """New token ids from llama.cpp, greedy (top-k 1), prompt pass included in the call."""
+    if method not in LLAMACPP_METHODS:
+        raise ValueError(f"unknown llama.cpp method {method!r}")
+    llm = _llama(str(gguf_file(name)), method == "llamacpp-lookup", threads)
+    llm.reset()
+    out: list[int] = []
+    for token in llm.generate(prompt_ids, top_k=1, top_p=1.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        if token in eos:
+            out.append(token)
+            break
+        out.append(token)
+        if len(out) >= config.max_new_tokens:
+            break
+    return out
