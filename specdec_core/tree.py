@@ -12,12 +12,6 @@ def chain_parents(n: int) -> list[int]:
     return list(range(-1, n - 1))
 
 
-def check_parents(parents: list[int]) -> None:
-    for i, p in enumerate(parents):
-        if not -1 <= p < i:
-            raise ValueError(f"tree node {i} has parent {p}; parents must come first")
-
-
 def depths(parents: list[int]) -> list[int]:
     """Distance from the root (children of the root have depth 1)."""
     out: list[int] = []

@@ -120,8 +120,7 @@ def test_medusa_tree_shape_is_best_first_and_within_budget(target):
     score = []
     for i, par in enumerate(draft.parents):
         score.append((score[par] if par >= 0 else 1.0) * float(q[d[i] - 1, draft.tokens[i]]))
-    assert score == sorted(score, reverse=True) or all(score[i] <= score[draft.parents[i]] for i in range(1, 7)
-                                                       if draft.parents[i] >= 0)
+    assert score == sorted(score, reverse=True)  # best-first: nodes enter in order of branch probability
     chain = MedusaDrafter(target, tiny_medusa_heads(target, num_heads=3)).propose(context)
     assert chain.tokens == [int(row.argmax()) for row in q] and chain.parents is None
 

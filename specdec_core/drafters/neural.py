@@ -66,7 +66,3 @@ class NeuralDrafter:
 
     def observe(self, num_accepted: int) -> None:
         pass
-
-    def reset(self) -> None:
-        self.cache = new_cache()
-        self.cached = []
