@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig, parse_method
+from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
+from specdec_core.methods import REGISTRY, parse_method
 from specdec_core.engine import SpeculativeEngine
 from specdec_core.metrics import compute_stats, cost_ratio, near_ties, predicted_speedup, speedup_bound
-from specdec_core.session import build_drafter, encode_prompt
+from specdec_core.session import encode_prompt
 from specdec_core.trace import Round
 
 from . import figures
@@ -20,7 +22,7 @@ from .tokens import Detokenizer
 
 MAX_PROMPT_TOKENS = 4096
 MAX_NEW_TOKENS = 512
-SPEC_METHODS = ("draft", "lookup", "layerskip", "medusa", "medusa-tree")
+SPEC_METHODS = tuple(REGISTRY)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class RaceRecord:
     device: str
     profile: object | None = None  # this machine's cost profile (specdec_core.profile.Profile), once measured
     rounding: float = 0.0  # the target's measured |Δlogit| between forward shapes (0.0: bit-exact)
+    shared: bool = False  # another race ran at the same time: both shared the machine, timings are not clean
 
     def prediction(self, s) -> tuple[float | None, str]:
         """(predicted decode speedup, how): from the cost profile and this run's per-position acceptance when the
@@ -124,6 +127,7 @@ class RaceRecord:
             "num_draft_tokens": gamma,
             "draft_length": ("cost-aware" if self.request.config.draft.cost_aware else
                              "adaptive" if self.request.config.draft.adaptive else "fixed"),
+            "shared_machine": self.shared,
             "identical": self.spec.token_ids == self.ar.token_ids if self.ar.rounds else None,
             "near_ties": sorted(near_ties(self.spec.rounds) | near_ties(self.ar.rounds)),  # empty when bit-exact
         }
@@ -188,23 +192,42 @@ def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[in
     prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
     if len(prompt_ids) > MAX_PROMPT_TOKENS:
         raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")
-    drafter = build_drafter(request.method, models.target, models.draft)
+    drafter = models.drafter(request.method)
     return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos, cost(profile, request.method))
 
 
+class Running:
+    """How many races run right now (the page serves two at once): a race that shared the machine says so."""
+
+    def __init__(self):
+        self._lock, self.count = threading.Lock(), 0
+
+    def __enter__(self):
+        with self._lock:
+            self.count += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self.count -= 1
+
+
+RUNNING = Running()
+
+
 def run_race(models: Models, request: RaceRequest, profile=None):
-    """Yield (record, status) after every round of the speculative run, then of the plain run."""
+    """Yield (record, status) after every round of the speculative run, then of the plain run. Each request has its
+    own engine state and drafter state; the models and drafters are shared read-only."""
     prompt_ids, spec_engine = prepare(models, request, profile)
-    labels = {"draft": "draft model", "lookup": "prompt lookup", "layerskip": "layer-skip self-speculation",
-              "medusa": "Medusa heads (chain)", "medusa-tree": "Medusa heads (token tree)"}
-    record = RaceRecord(request, prompt_ids, RunView(labels[request.method], Detokenizer(models.tokenizer)),
+    record = RaceRecord(request, prompt_ids, RunView(REGISTRY[request.method].label, Detokenizer(models.tokenizer)),
                         RunView("plain autoregressive", Detokenizer(models.tokenizer)), models.device_label, profile,
                         models.target.rounding or 0.0)
-    for view, engine in ((record.spec, spec_engine), (record.ar, SpeculativeEngine(models.target, None, models.eos))):
-        name = "speculative" if view is record.spec else "plain autoregressive"
-        for r in engine.generate(prompt_ids, request.config):
-            view.add(r)
-            yield record, f"Running {name}… round {r.index + 1}, {len(view.token_ids)} tokens"
+    with RUNNING:
+        for view, engine in ((record.spec, spec_engine), (record.ar, SpeculativeEngine(models.target, None, models.eos))):
+            name = "speculative" if view is record.spec else "plain autoregressive"
+            for r in engine.generate(prompt_ids, request.config):
+                view.add(r)
+                record.shared |= RUNNING.count > 1
+                yield record, f"Running {name}… round {r.index + 1}, {len(view.token_ids)} tokens"
     yield record, "Done."
 
 

@@ -5,21 +5,26 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+from specdec_core.methods import REGISTRY
 from specdec_core.trace import Round
 
 from .tokens import Detokenizer
 
 LABELS = {
-    "draft": "draft model, accepted",
-    "lookup": "prompt lookup, accepted",
-    "self": "layer-skip self-draft, accepted",
-    "medusa": "Medusa head, accepted",
+    **{name: spec.accepted for name, spec in REGISTRY.items()},
     "target": "target correction (replaced a rejected draft)",
     "bonus": "bonus (every draft token was accepted)",
     "ar": "plain decoding step (nothing drafted)",
     "rejected": "rejected draft token",
 }
-LEGEND_ORDER = ("draft", "lookup", "self", "medusa", "target", "bonus", "ar", "rejected")
+LEGEND_ORDER = (*REGISTRY, "target", "bonus", "ar", "rejected")
+
+
+def source_css() -> str:
+    """Token colours of every registered method (the target's own sources are styled in assets/style.css)."""
+    return "\n".join(f".s-{name} {{ background: {spec.colour}; }}\n"
+                     f"body.present .s-{name} {{ background: {spec.strong} !important; }}"
+                     for name, spec in REGISTRY.items())
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class Piece:
     round: int
     p_target: float | None
     q_draft: float | None
+    outcome: str | None = None  # a refused candidate's fate (trace.OUTCOMES)
 
 
 def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
@@ -36,15 +42,13 @@ def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
     pieces = []
     for i, (token, source) in enumerate(zip(r.emitted, r.sources)):
         node = r.branch[i] if i < r.num_accepted else None
-        p = r.p_target[node] if node is not None else r.next_p
+        p = r.judged_p[node] if node is not None else r.next_p  # the numbers the verifier used (trace.Round)
         q = r.q_draft[node] if node is not None else None
         pieces.append(Piece(detok.add(token), source, r.index, p, q))
     n = r.num_accepted
-    # A chain's first refused token was rejected with p and q; any after it were never examined. A tree shows the
-    # target's p for every candidate off the accepted branch (its candidates are deterministic: no q).
-    shown = [r.parents is not None or i == n for i in range(len(r.drafted))]
-    refused = [Piece(detok.piece(r.drafted[i]), "rejected", r.index, r.p_target[i] if shown[i] else None,
-                     r.q_draft[i] if shown[i] else None)
+    # Refused candidates: p and q where the verifier judged them; a node never judged shows neither.
+    refused = [Piece(detok.piece(r.drafted[i]), "rejected", r.index, r.judged_p[i],
+                     r.q_draft[i] if r.outcomes[i] == "rejected" else None, r.outcomes[i])
                for i in r.rejected_nodes]
     pieces[n:n] = refused  # shown where they were proposed, before the correction
     return pieces
@@ -52,6 +56,9 @@ def round_pieces(r: Round, detok: Detokenizer) -> list[Piece]:
 
 def _title(piece: Piece) -> str:
     parts = [f"round {piece.round}", LABELS.get(piece.source, piece.source)]
+    if piece.outcome in ("unexamined", "off-branch"):
+        parts.append("never judged (" + ("an earlier token was rejected" if piece.outcome == "unexamined"
+                                         else "its parent or an earlier sibling was taken or refused") + ")")
     if piece.p_target is not None:
         parts.append(f"p_target {piece.p_target:.3f}")
     if piece.q_draft is not None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specdec_core.lm import LanguageModel
+from specdec_core.methods import build_drafter
 from specdec_core.exact import make_exact, self_check
 from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET, load_model, perturbed_copy, tiny_model
 from specdec_core.representation import describe, load_target
@@ -28,6 +29,15 @@ class Models:
     tokenizer: object
     eos: tuple[int, ...]
     label: str  # what the page says is running
+    _drafters: dict = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def drafter(self, method: str):
+        """The method's drafter, built once and shared by every request (its per-request state comes from start())."""
+        with self._lock:
+            if method not in self._drafters:
+                self._drafters[method] = build_drafter(method, self.target, self.draft)
+            return self._drafters[method]
 
     @property
     def device_label(self) -> str:

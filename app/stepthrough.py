@@ -14,48 +14,54 @@ def _fmt(v: float | None, spec: str = "{:.3f}") -> str:
     return "—" if v is None else spec.format(v)
 
 
+DECISIONS = {  # (outcome, greedy, a tree) -> what the verifier did, in words
+    ("unexamined", None, False): "not examined (an earlier token was rejected)",
+    ("off-branch", None, True): "not judged (its parent was not accepted, or an earlier sibling was)",
+    ("accepted", True, None): "accept: equals the target's argmax",
+    ("rejected", True, None): "reject: the target's argmax differs",
+}
+
+
+def _decision(r: Round, i: int, greedy: bool) -> tuple[str, str]:
+    """(words, row class) for node i, read from the trace's recorded outcome."""
+    outcome, tree = r.outcomes[i], r.parents is not None
+    if outcome in ("unexamined", "off-branch"):
+        return DECISIONS[(outcome, None, tree)], "skip"
+    cls = "acc" if outcome == "accepted" else "rej"
+    if greedy:
+        return DECISIONS[(outcome, True, None)], cls
+    u, p, q = r.node_uniforms[i], r.judged_p[i], r.q_draft[i]
+    if tree:  # one-hot candidates tried in order against what remains of p
+        return f"{outcome[:6]}: u={_fmt(u)} {'<' if cls == 'acc' else '≥'} r(x)={_fmt(p)} (p with refused siblings removed)", cls
+    bound = min(1.0, p / q) if q else p
+    return f"{outcome[:6]}: u={_fmt(u)} {'<' if cls == 'acc' else '≥'} min(1, p/q)={_fmt(bound)}", cls
+
+
 def round_table_html(r: Round, label, greedy: bool) -> str:
     rows = []
     parents = r.parents if r.parents is not None else chain_parents(len(r.drafted))
     level = depths(parents)
-    on_path = set(r.branch)
     for i, token in enumerate(r.drafted):
-        q = r.q_draft[i]
-        p = r.p_target[i]
-        examined = parents[i] < 0 or parents[i] in on_path  # its parent was accepted
-        accepted = i in on_path
-        u = r.uniforms[i] if r.parents is None and i < len(r.uniforms) else None
-        ratio = None if q is None or q == 0 else p / q
-        if not examined:
-            decision, cls = ("not examined (its parent was not accepted)" if r.parents is not None
-                             else "not examined (an earlier token was rejected)"), "skip"
-        elif greedy:
-            decision, cls = ("accept: equals the target's argmax", "acc") if accepted else \
-                ("reject: the target's argmax differs", "rej")
-        elif u is None:  # a token tree: candidates tried in order against the target's (residual) distribution
-            decision, cls = ("accept (u < the candidate's remaining p)", "acc") if accepted else \
-                ("reject or not reached (an earlier sibling was taken)", "rej")
-        else:
-            rule = f"u={_fmt(u)} {'<' if accepted else '≥'} min(1, p/q)={_fmt(min(1.0, ratio) if ratio else p)}"
-            decision, cls = (f"accept: {rule}", "acc") if accepted else (f"reject: {rule}", "rej")
+        q, p = r.q_draft[i], r.judged_p[i]
+        ratio = None if q is None or q == 0 or p is None else p / q
+        decision, cls = _decision(r, i, greedy)
         indent = "↳ " * (level[i] - 1) if r.parents is not None else ""
         rows.append(f"<tr class='{cls}'><td>{i + 1}</td><td>{indent}<code>{html.escape(repr(label(token)))}</code></td>"
                     f"<td>{_fmt(q) if q is not None else '1 (deterministic)'}</td><td>{_fmt(p)}</td>"
                     f"<td>{_fmt(ratio, '{:.2f}')}</td><td>{html.escape(decision)}</td></tr>")
     if not r.drafted:
         rows.append("<tr><td colspan=6>Nothing drafted this round: one plain decoding step.</td></tr>")
-    kind = {"target": "correction, sampled from the residual normalise(max(0, p − q))" if not greedy
+    kind = {"correction": "correction, sampled from the residual normalise(max(0, p − q))" if r.residual_drawn
             else "correction: the target's own argmax",
             "bonus": "bonus token from the target (" + ("the accepted branch reached a leaf of the tree)"
                                                         if r.parents is not None else "every draft token was accepted)"),
-            "ar": "the target's own token (nothing drafted)"}
-    src = r.sources[r.num_accepted] if len(r.sources) > r.num_accepted else "target"
-    src = src if src in kind else "target"
-    final = (f"<p class='final'>Then: <code>{html.escape(repr(label(r.next_token)))}</code> — {kind[src]}, "
+            "plain": "the target's own token (nothing drafted)"}
+    final = (f"<p class='final'>Then: <code>{html.escape(repr(label(r.next_token)))}</code> — {kind[r.next_kind]}, "
              f"p = {_fmt(r.next_p)}. Round {r.index}: {r.num_accepted} of {len(r.drafted)} accepted, "
              f"{len(r.emitted)} tokens committed with one target forward; draft {r.draft_seconds * 1000:.0f} ms, "
              f"verify {r.verify_seconds * 1000:.0f} ms.</p>")
-    head = "<tr><th>#</th><th>draft token</th><th>q_draft</th><th>p_target</th><th>p/q</th><th>decision</th></tr>"
+    head = ("<tr><th>#</th><th>draft token</th><th>q_draft</th><th>p the verifier used</th><th>p/q</th>"
+            "<th>decision</th></tr>")
     return f"<table class='steps'>{head}{''.join(rows)}</table>{final}"
 
 
@@ -79,8 +85,7 @@ def step_view(rounds: list[Round], index: int, label, greedy: bool):
         right = figures.distribution_figure("Residual normalise(max(0, p − q)): the correction is drawn from this",
                                             [("residual", r.residual_top, figures.COLORS["residual"])], label)
     else:
-        bonus = len(r.sources) > r.num_accepted and r.sources[r.num_accepted] == "bonus"
-        what = "bonus" if bonus else "correction (greedy: argmax)"
+        what = {"bonus": "bonus", "correction": "correction (greedy: argmax)", "plain": "plain"}[r.next_kind]
         right = figures.distribution_figure(f"Target p for the {what} token",
                                             [("p_target", r.target_top[pos], figures.COLORS["p"])], label)
     head = (f"<h3>Round {index + 1} of {len(rounds)}</h3>")

@@ -9,17 +9,16 @@ from pathlib import Path
 import gradio as gr
 
 from specdec_core.config import ConfigError, SamplingConfig
+from specdec_core.methods import REGISTRY
 from specdec_core.session import encode_prompt
 
 from . import exactness, figures, race, stepthrough
-from .render import legend_html, message_html
+from .render import legend_html, message_html, source_css
 from .resources import STORE, NotReady
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 UPDATE_SECONDS = 1.0  # live redraw interval of the race
-METHOD_CHOICES = [("Draft model (Qwen2.5-Coder 0.5B)", "draft"), ("Prompt lookup (no model)", "lookup"),
-                  ("Layer-skip self-speculation", "layerskip"), ("Medusa heads (chain)", "medusa"),
-                  ("Medusa heads (token tree)", "medusa-tree")]
+METHOD_CHOICES = [(spec.label, name) for name, spec in REGISTRY.items()]
 
 HOW_IT_WORKS = """
 ### How speculative decoding works, in plain words
@@ -40,8 +39,7 @@ tree-shaped attention mask checks every branch, and the longest branch the targe
 
 The output is **exactly** what the big model alone would produce: the same tokens under greedy decoding, the same
 distribution when sampling. Only the speed changes — up when guesses are good and cheap, down when they are not.
-Colours: <span class="tok s-draft">draft accepted</span> <span class="tok s-lookup">lookup accepted</span>
-<span class="tok s-self">self-draft accepted</span> <span class="tok s-medusa">Medusa accepted</span>
+Colours: """ + " ".join(f'<span class="tok s-{n}">{s.accepted}</span>' for n, s in REGISTRY.items()) + """
 <span class="tok s-target">target correction</span>
 <span class="tok s-bonus">bonus</span> <span class="tok s-rejected">rejected guess</span>.
 """
@@ -98,10 +96,12 @@ def race_handler(prompt, method, num_draft_tokens, adaptive, temperature, top_p,
     except ConfigError as e:
         raise gr.Error(str(e)) from None
     trace_file, charts_file = race.write_downloads(record)
+    shared = (" Another race ran at the same time, so both shared the machine: these timings are slower and "
+              "noisier than a race alone; race again for a clean measurement." if record.shared else "")
     yield (*race.race_outputs(record, show_rejected, message_html(
         f"Done. Timed one after the other on {record.device}: first the speculative run, then plain decoding, each "
-        "from its own start; tokens/s counts decoding only (the prompt pass is shown on the chart but excluded)."
-    )), race.verdict_html(record, models.tokenizer), record, trace_file, charts_file, record.summary())
+        f"from its own start; tokens/s counts decoding only (the prompt pass is shown on the chart but excluded).{shared}",
+        "warn" if shared else "info")), race.verdict_html(record, models.tokenizer), record, trace_file, charts_file, record.summary())
 
 
 def rerender_tokens(record, show_rejected):
@@ -356,7 +356,7 @@ def build_demo() -> gr.Blocks:
         race_outputs = [spec_out, ar_out, race_plot, split_plot, hist_plot, headline, run_status, verdict, record,
                         trace_file, charts_file, summary]
         race_event = run_btn.click(race_handler, race_inputs, race_outputs, api_name="race",
-                                   concurrency_limit=1, show_progress="minimal")
+                                   concurrency_limit=2, show_progress="minimal")  # per-request state: no cross-talk
         stop_btn.click(lambda: message_html("Stopped."), None, run_status, cancels=[race_event], queue=False)
         show_rejected.change(rerender_tokens, [record, show_rejected], spec_out, queue=False)
         race_event.then(lambda r: ([] if r is None else r.spec.rounds,
@@ -391,4 +391,4 @@ def build_demo() -> gr.Blocks:
 
 
 def launch_kwargs() -> dict:
-    return {"css": (ASSETS / "style.css").read_text(), "theme": gr.themes.Soft(primary_hue="blue")}
+    return {"css": (ASSETS / "style.css").read_text() + "\n" + source_css(), "theme": gr.themes.Soft(primary_hue="blue")}

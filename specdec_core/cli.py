@@ -21,13 +21,14 @@ from .bench.hf import hf_settings
 from .bench.prompts import SUITES
 from .bench.runner import ALL_METHODS, parse_methods
 from .config import (ConfigError, DraftConfig, GenerationConfig, LayerSkipConfig, LookupConfig, MedusaConfig,
-                     METHODS, SamplingConfig, parse_layers, parse_method)
+                     SamplingConfig, parse_layers)
 from .models import DEFAULT_DRAFT, DEFAULT_TARGET, EMBEDDED, ModelLoadError, embedded_dir, load_model
 from .representation import REPRESENTATIONS, describe, load_target
-from .session import MethodOptions, build_drafter, check_prompt_text, encode_prompt, eos_token_ids, run
+from .methods import METHODS, MethodOptions, build_drafter, parse_method
+from .session import check_prompt_text, encode_prompt, eos_token_ids, run
 
 
-DEFAULT_BENCH_METHODS = ("ar", "draft", "lookup", "layerskip", "medusa", "medusa-tree", "hf-assisted", "hf-lookup")
+DEFAULT_BENCH_METHODS = METHODS + ("hf-assisted", "hf-lookup")
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-METHODS = ("ar", "draft", "lookup", "layerskip", "medusa", "medusa-tree")
 MAX_NEW_TOKENS_LIMIT = 4096
 MAX_DRAFT_TOKENS_LIMIT = 64
 
@@ -102,12 +101,6 @@ class GenerationConfig:
             raise ConfigError(f"max_new_tokens must be in [1, {MAX_NEW_TOKENS_LIMIT}], got {self.max_new_tokens}")
         if self.seed < 0:
             raise ConfigError(f"seed must be >= 0, got {self.seed}")
-
-
-def parse_method(method: str) -> str:
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    return method
 
 
 def parse_layers(text: str) -> tuple[int, ...]:

@@ -61,6 +61,7 @@ class SpeculativeEngine:
         if len(prompt_ids) >= self.target.max_positions:
             raise ConfigError(f"the prompt has {len(prompt_ids)} tokens; the model's limit is {self.target.max_positions}")
         generator = make_generator(config.seed, self.target.device)
+        state = self.drafter.start()  # this request's drafter state (caches); the drafter itself is shared
         schedule = DraftLengthSchedule(config.draft, self.cost)
         tokens = list(prompt_ids)
         cache = new_cache()
@@ -78,7 +79,7 @@ class SpeculativeEngine:
             limit = max(0, min(schedule.length, remaining - 1, room - 1))
             t0 = self.clock()
             draft = self.drafter.propose(
-                DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold, last_hidden)
+                state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold, last_hidden)
             )
             t1 = self.clock()
             # 2. One target forward over the last committed token and every draft token (a tree: with a tree mask).
@@ -104,8 +105,7 @@ class SpeculativeEngine:
                 finished = "length"
             if finished is None and len(tokens) >= self.target.max_positions:
                 finished = "context"
-            # 5. Tell the drafter and the length schedule how it went; record the round.
-            self.drafter.observe(verdict.num_accepted)
+            # 5. Tell the length schedule how it went; record the round.
             schedule.update(draft.depth, verdict.num_accepted)
             ties = self._near_ties(out.logits, verdict, len(new), config)
             yield self._round(index, limit, draft, p_target, verdict, new, t1 - t0, t2 - t1,
@@ -141,6 +141,9 @@ class SpeculativeEngine:
         rows = draft.target_rows()
         path_rows = [0] + [i + 1 for i in verdict.path]  # target rows along the accepted branch (chain: 0..n)
         next_dist = verdict.residual if verdict.residual is not None else p_target[path_rows[-1]]
+        judged = {node: j for j, node in enumerate(verdict.tested)}
+        on_path = set(verdict.path)
+        skipped = "off-branch" if draft.parents is not None else "unexamined"
         return Round(
             index=index,
             num_draft_requested=limit,
@@ -162,5 +165,11 @@ class SpeculativeEngine:
             finished=finished,
             parents=list(draft.parents) if draft.parents is not None else None,
             accepted_path=list(verdict.path),
+            outcomes=["accepted" if i in on_path else "rejected" if i in judged else skipped for i in range(k)],
+            judged_p=[verdict.tested_p[judged[i]] if i in judged else None for i in range(k)],
+            node_uniforms=[verdict.uniforms[judged[i]] if i in judged and judged[i] < len(verdict.uniforms) else None
+                           for i in range(k)],
+            next_kind="plain" if k == 0 else "bonus" if verdict.is_bonus else "correction",
+            residual_drawn=verdict.residual is not None,
             near_ties=near_ties,
         )

@@ -181,16 +181,17 @@ def drafter_timer(drafter, target: LanguageModel, gamma: int = 5):
         hidden = target.forward(prompt, new_cache()).hidden[-1]
         gen = torch.Generator(device=target.device).manual_seed(0)
         context = DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, hidden)
-        drafter.propose(context)
-        return _best_ms(lambda: drafter.propose(context), 3) / gamma
+        state = drafter.start()
+        drafter.propose(state, context)
+        return _best_ms(lambda: drafter.propose(state, context), 3) / gamma
 
     return timer
 
 
 def drafter_timers(target: LanguageModel, draft: LanguageModel | None, options=None) -> dict:
     """A timer per method whose drafter can be built here (no draft model, no Medusa heads: left out)."""
-    from .config import METHODS, ConfigError
-    from .session import MethodOptions, build_drafter
+    from .config import ConfigError
+    from .methods import METHODS, MethodOptions, build_drafter
 
     timers = {}
     for method in METHODS[1:]:

@@ -12,8 +12,8 @@ import torch
 from .bench.aggregate import summarise
 from .bench.prompts import BenchPrompt, suite
 from .bench.runner import BenchConfig, run_bench
-from .config import METHODS, ConfigError, GenerationConfig
-from .session import build_drafter
+from .config import ConfigError, GenerationConfig
+from .methods import METHODS, build_drafter
 from .representation import describe, isa
 
 PROMPTS = (("humaneval", 2), ("chat", 1))  # the first two HumanEval problems and the first chat instruction

@@ -2,61 +2,16 @@
 and one generation collected into a result."""
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .config import ConfigError, GenerationConfig, LayerSkipConfig, LookupConfig, MedusaConfig, parse_method
-from .drafters import DraftModelDrafter, Drafter, LayerSkipDrafter, LookupDrafter, NoDrafter
-from .drafters.medusa import MedusaDrafter, MedusaHeads, TreeShape, default_heads_path
+from .config import ConfigError, GenerationConfig
 from .engine import SpeculativeEngine
 from .lm import LanguageModel
 from .metrics import Stats, compute_stats
 from .trace import Round
 
 MAX_PROMPT_CHARS = 200_000
-
-
-@dataclass(frozen=True)
-class MethodOptions:
-    lookup: LookupConfig = field(default_factory=LookupConfig)
-    layerskip: LayerSkipConfig = field(default_factory=LayerSkipConfig)
-    medusa: MedusaConfig = field(default_factory=MedusaConfig)
-
-
-def build_drafter(
-    method: str, target: LanguageModel, draft: LanguageModel | None = None, options: MethodOptions = MethodOptions()
-) -> Drafter:
-    method = parse_method(method)
-    if method == "ar":
-        return NoDrafter()
-    if method == "lookup":
-        return LookupDrafter(options.lookup)
-    if method == "layerskip":
-        return LayerSkipDrafter(target, options.layerskip)
-    if method in ("medusa", "medusa-tree"):
-        return medusa_drafter(target, options.medusa, tree=method == "medusa-tree")
-    if draft is None:
-        raise ConfigError("method 'draft' needs a draft model")
-    return DraftModelDrafter(draft, target.vocab_size)
-
-
-def medusa_drafter(target: LanguageModel, config: MedusaConfig, tree: bool) -> MedusaDrafter:
-    path = Path(config.heads) if config.heads else default_heads_path(target.name)
-    if not path.is_file():
-        raise ConfigError(f"no Medusa heads for {target.name!r} at {path}; train them with "
-                          f"`python -m specdec_core.train_medusa --target {target.name}` or pass a heads file")
-    try:
-        heads = load_heads(path)
-        return MedusaDrafter(target, heads, TreeShape(config.tree_nodes, config.tree_top_k) if tree else None)
-    except Exception as e:  # noqa: BLE001 - any unreadable or mismatched file becomes one message
-        raise ConfigError(f"cannot use Medusa heads {path}: {str(e).splitlines()[0][:200]}") from None
-
-
-@functools.lru_cache(maxsize=4)
-def load_heads(path: Path) -> MedusaHeads:
-    return MedusaHeads.load(path)
 
 
 END_MARKERS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>")

@@ -6,9 +6,12 @@ from dataclasses import asdict, dataclass, field
 
 from .tree import depths
 
-# Where an emitted token came from. Accepted draft tokens carry the drafter's source.
-ACCEPTED_SOURCES = ("draft", "lookup", "self", "medusa")
-SOURCES = ACCEPTED_SOURCES + ("target", "bonus", "ar")  # target = correction after a rejection; ar = no draft
+# Where an emitted token came from: accepted draft tokens carry their method's name (methods.REGISTRY); the target's
+# own tokens are a correction after a rejection ("target"), a bonus after full acceptance, or a plain step ("ar").
+TARGET_SOURCES = ("target", "bonus", "ar")
+# A drafted node's fate: kept; judged and refused; never judged because an earlier chain token was refused; a tree
+# node never judged because its parent was not accepted (or an earlier sibling was).
+OUTCOMES = ("accepted", "rejected", "unexamined", "off-branch")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,13 @@ class Round:
     finished: str | None = None  # "eos", "length", "context" on the last round
     parents: list[int] | None = None  # the draft was a token tree (see tree.py); None = a chain
     accepted_path: list[int] = field(default_factory=list)  # accepted draft nodes (a chain: 0..num_accepted-1)
+    # What the verifier did with each drafted node, recorded so that no front end re-derives it:
+    outcomes: list[str] = field(default_factory=list)  # per node: OUTCOMES
+    judged_p: list[float | None] = field(default_factory=list)  # per node: the p it was judged with (a tree's
+    #   siblings: the remaining r after earlier siblings were refused); None when not judged
+    node_uniforms: list[float | None] = field(default_factory=list)  # per node: the u drawn for it (sampling)
+    next_kind: str = "plain"  # the target's own token: "correction" (after a rejection), "bonus", "plain" (no draft)
+    residual_drawn: bool = False  # the correction was sampled from normalise(max(0, p - q)) (or a tree's residual)
     near_ties: list[int] = field(default_factory=list)  # greedy, target not bit-exact: indices into `emitted` whose
     #   top-2 logit gap was within twice the target's measured rounding (such a choice may flip between forwards)
 

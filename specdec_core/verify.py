@@ -22,10 +22,13 @@ class Verdict:
     uniforms: tuple[float, ...]  # u drawn per examined position (sampling only), u < p/q means accept
     residual: torch.Tensor | None  # normalise(max(0, p - q)) at the rejected position (sampling only)
     path: tuple[int, ...] = ()  # accepted draft nodes in order (a chain: 0..num_accepted-1; a tree: one branch)
+    tested: tuple[int, ...] = ()  # draft nodes the target judged, in order (sampling: aligned with `uniforms`)
+    tested_p: tuple[float, ...] = ()  # the probability each was judged with: p(x), or a tree's remaining r(x)
 
     @staticmethod
-    def chain(n: int, next_token: int, is_bonus: bool, uniforms=(), residual=None) -> "Verdict":
-        return Verdict(n, next_token, is_bonus, tuple(uniforms), residual, tuple(range(n)))
+    def chain(n: int, next_token: int, is_bonus: bool, uniforms=(), residual=None, tested_p=()) -> "Verdict":
+        return Verdict(n, next_token, is_bonus, tuple(uniforms), residual, tuple(range(n)),
+                       tuple(range(len(tested_p))), tuple(tested_p))
 
 
 def verify_greedy(draft_tokens: list[int], p_target: torch.Tensor) -> Verdict:
@@ -34,7 +37,8 @@ def verify_greedy(draft_tokens: list[int], p_target: torch.Tensor) -> Verdict:
     n = 0
     while n < len(draft_tokens) and draft_tokens[n] == choices[n]:
         n += 1
-    return Verdict.chain(n, choices[n], n == len(draft_tokens))
+    judged = [float(p_target[i, x]) for i, x in enumerate(draft_tokens[: n + 1])]  # the accepted and the rejected
+    return Verdict.chain(n, choices[n], n == len(draft_tokens), tested_p=judged)
 
 
 def one_hot_rows(tokens: list[int], vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -67,15 +71,17 @@ def verify_sampling(
     if q_draft is None:
         q_draft = one_hot_rows(draft_tokens, p_target.shape[-1], p_target.device)
     us: list[float] = []
+    judged: list[float] = []
     for i, x in enumerate(draft_tokens):
         p_x, q_x = float(p_target[i, x]), float(q_draft[i, x])
         u = uniform(generator)
         us.append(u)
+        judged.append(p_x)
         if u * q_x < p_x:  # u < p/q, written without dividing by q
             continue
         residual = residual_distribution(p_target[i], q_draft[i])
-        return Verdict.chain(i, sample(residual, generator), False, us, residual)
-    return Verdict.chain(k, sample(p_target[k], generator), True, us)
+        return Verdict.chain(i, sample(residual, generator), False, us, residual, judged)
+    return Verdict.chain(k, sample(p_target[k], generator), True, us, tested_p=judged)
 
 
 def verify_tree(
@@ -95,25 +101,31 @@ def verify_tree(
     distributed exactly as p, so the output is too.
     """
     kids = children(parents)
-    node, path, us = -1, [], []
+    node, path, us, tested, judged = -1, [], [], [], []
     while True:
         p = p_target[node + 1]
         if greedy:
             choice = int(torch.argmax(p))
             nxt = next((c for c in kids[node] if draft_tokens[c] == choice), None)
+            seen = kids[node] if nxt is None else kids[node][: kids[node].index(nxt) + 1]  # compared, in order
+            tested += seen
+            judged += [float(p[draft_tokens[c]]) for c in seen]
             if nxt is None:
-                return Verdict(len(path), choice, not kids[node], (), None, tuple(path))
+                return Verdict(len(path), choice, not kids[node], (), None, tuple(path), tuple(tested), tuple(judged))
         else:
             r, nxt = p, None
             for c in kids[node]:
                 u = uniform(generator)
                 us.append(u)
-                if u < float(r[draft_tokens[c]]):
+                tested.append(c)
+                judged.append(float(r[draft_tokens[c]]))
+                if u < judged[-1]:
                     nxt = c
                     break
                 r = residual_distribution(r, one_hot_rows([draft_tokens[c]], r.shape[-1], r.device)[0])
             if nxt is None:
                 tried = bool(kids[node])
-                return Verdict(len(path), sample(r, generator), not tried, tuple(us), r if tried else None, tuple(path))
+                return Verdict(len(path), sample(r, generator), not tried, tuple(us), r if tried else None, tuple(path),
+                               tuple(tested), tuple(judged))
         path.append(nxt)
         node = nxt

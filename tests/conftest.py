@@ -11,9 +11,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdec_core.config import GenerationConfig  # noqa: E402
 from specdec_core.drafters import Draft, DraftContext, DraftModelDrafter, LayerSkipDrafter, LookupDrafter, NoDrafter  # noqa: E402
+from specdec_core.drafters.base import Stateless  # noqa: E402
 from specdec_core.drafters.medusa import MedusaDrafter, MedusaHeads, TreeShape  # noqa: E402
 from specdec_core.engine import SpeculativeEngine  # noqa: E402
 from specdec_core.lm import LanguageModel  # noqa: E402
+from specdec_core.methods import METHODS  # noqa: E402
 from specdec_core.models import perturbed_copy, tiny_model  # noqa: E402
 from specdec_core.session import run  # noqa: E402
 
@@ -53,7 +55,7 @@ def greedy_reference(target: LanguageModel, prompt: list[int], n: int) -> list[i
     return run(SpeculativeEngine(target), "ar", prompt, GenerationConfig(max_new_tokens=n)).token_ids
 
 
-class ScriptedDrafter:
+class ScriptedDrafter(Stateless):
     """Proposes the reference continuation, right for its first `right` tokens and wrong after (right=None: always
     right; right=0: always wrong). Deterministic (no q)."""
 
@@ -64,15 +66,12 @@ class ScriptedDrafter:
         self.vocab_size = vocab_size
         self.right = right
 
-    def propose(self, context: DraftContext) -> Draft:
+    def propose(self, state, context: DraftContext) -> Draft:
         start = len(context.tokens)
         truth = self.full[start : start + context.max_tokens]
         wrong = [(t + 1) % self.vocab_size for t in truth]
         j = len(truth) if self.right is None else self.right
         return Draft(truth[:j] + wrong[j:], None)
-
-    def observe(self, num_accepted: int) -> None:
-        pass
 
 
 class ScriptedTreeDrafter(ScriptedDrafter):
@@ -80,7 +79,7 @@ class ScriptedTreeDrafter(ScriptedDrafter):
     own) and then the right node, which the next level hangs from. Tests tree masks and keeping a non-contiguous
     branch of the KV cache."""
 
-    def propose(self, context: DraftContext) -> Draft:
+    def propose(self, state, context: DraftContext) -> Draft:
         start = len(context.tokens)
         truth = self.full[start : start + context.max_tokens]  # for a tree, max_tokens bounds the depth
         tokens, parents, right_node = [], [], -1
@@ -106,8 +105,8 @@ def tiny_medusa_heads(target, num_heads: int = 3, seed: int = 7) -> MedusaHeads:
     return heads
 
 
-DRAFTERS = ["ar", "draft", "lookup", "layerskip", "medusa", "medusa-tree", "always-right", "always-wrong",
-            "right-for-1", "right-for-3", "tree-right-second"]
+SCRIPTED = ["always-right", "always-wrong", "right-for-1", "right-for-3", "tree-right-second"]
+DRAFTERS = [*METHODS, *SCRIPTED]  # every registered method (a new one must be added to make_drafter) + scripted ones
 
 
 def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
@@ -121,6 +120,8 @@ def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
         return LayerSkipDrafter(target)
     if name in ("medusa", "medusa-tree"):
         return MedusaDrafter(target, tiny_medusa_heads(target), TreeShape(8, 3) if name == "medusa-tree" else None)
+    if name in METHODS:
+        raise NotImplementedError(f"registered method {name!r}: teach make_drafter to build it on the tiny model")
     if name == "tree-right-second":
         return ScriptedTreeDrafter(prompt, greedy_reference(target, prompt, n + 8), target.vocab_size, None)
     right = {"always-right": None, "always-wrong": 0, "right-for-1": 1, "right-for-3": 3}[name]

@@ -8,7 +8,8 @@ import pytest
 from app.resources import TINY, _load
 from specdec_core.config import DraftConfig, GenerationConfig
 from specdec_core.engine import SpeculativeEngine
-from specdec_core.session import build_drafter, encode_prompt, run
+from specdec_core.methods import build_drafter
+from specdec_core.session import encode_prompt, run
 
 pytestmark = pytest.mark.embedded  # the tiny model borrows the embedded tokenizer
 

@@ -28,7 +28,8 @@ def tiny_models(target, draft_model):
 def make_round(**kw) -> Round:
     base = dict(index=0, num_draft_requested=3, drafted=[1, 2, 3], q_draft=[0.9, 0.8, 0.7], p_target=[0.95, 0.1, 0.3],
                 uniforms=[], num_accepted=1, next_token=4, next_p=0.6, emitted=[1, 4], sources=["draft", "target"],
-                draft_seconds=0.1, verify_seconds=0.2)
+                draft_seconds=0.1, verify_seconds=0.2, outcomes=["accepted", "rejected", "unexamined"],
+                judged_p=[0.95, 0.1, None], node_uniforms=[None, None, None], next_kind="correction")
     return Round(**{**base, **kw})
 
 
@@ -176,3 +177,41 @@ def test_cost_curve_figure_shows_measured_T_against_free_verification():
     measured = next(t for t in fig.data if str(t.name).startswith("measured"))
     assert list(measured.y) == pytest.approx([1.0, 175 / 150, 1.5, 470 / 150])
     assert any(list(t.y) == [1.0] * 4 for t in fig.data)  # the free-verification line
+
+
+@pytest.mark.parametrize("method", ["draft", "layerskip", "lookup"])
+def test_two_concurrent_races_share_drafters_not_state(target, draft_model, method):
+    """Two races at once (the page serves two) on different prompts, stepped in lockstep from two threads: each equals
+    its own plain output, the drafter object is shared and its per-request state is not, and both say so."""
+    import threading
+
+    models = Models(target, draft_model, CharTokenizer(), (), "tiny test models")
+    requests = [race.parse_request(p, method, 4, False, 0, 1, 0, 24, False) for p in ("ABCDEFGHABCDE", "QWERTYQWERTY")]
+    barrier, records, errors = threading.Barrier(2), [None, None], []
+
+    def go(i):
+        try:
+            for record, _ in race.run_race(models, requests[i]):
+                records[i] = record
+                try:
+                    barrier.wait(timeout=5)  # interleave the two runs round by round
+                except threading.BrokenBarrierError:
+                    pass  # the other race finished first
+        except Exception as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+        finally:
+            barrier.abort()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for record in records:
+        assert record.spec.token_ids == record.ar.token_ids and len(record.ar.token_ids) == 24
+        assert record.shared and record.summary()["shared_machine"]
+    assert records[0].spec.token_ids != records[1].spec.token_ids
+    assert models.drafter(method) is models.drafter(method)
+    alone = list(race.run_race(models, requests[0]))[-1][0]
+    assert alone.spec.token_ids == records[0].spec.token_ids and not alone.shared

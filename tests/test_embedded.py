@@ -13,7 +13,8 @@ from specdec_core import exact
 from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET
 from specdec_core.quantize import load_int8
 from specdec_core.representation import load_target, offered
-from specdec_core.session import build_drafter, encode_prompt, eos_token_ids, run
+from specdec_core.methods import build_drafter
+from specdec_core.session import encode_prompt, eos_token_ids, run
 
 pytestmark = pytest.mark.embedded
 

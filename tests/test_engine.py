@@ -143,3 +143,30 @@ def test_sampling_first_token_matches_target_distribution(name, target, draft_mo
     support = p > 0
     assert counts[~support].sum() == 0
     assert chisquare(counts[support].numpy(), (p[support] * len(firsts)).numpy()).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("name", DRAFTERS)
+def test_trace_records_each_nodes_outcome(name, temperature, target, draft_model):
+    """Every drafted node's fate is in the trace, consistent with what was committed: accepted nodes are the branch,
+    a chain has at most one rejection and nothing judged after it, every judged node has the p it was judged with
+    (and a u when sampling), and the target's own token is named correction, bonus or plain."""
+    config = GenerationConfig(max_new_tokens=24, sampling=SamplingConfig(temperature=temperature))
+    result = run(SpeculativeEngine(target, make_drafter(name, target, draft_model)), name, PROMPT, config)
+    for r in result.rounds:
+        k = len(r.drafted)
+        assert len(r.outcomes) == len(r.judged_p) == len(r.node_uniforms) == k
+        assert [i for i, o in enumerate(r.outcomes) if o == "accepted"] == sorted(r.branch)
+        judged = [i for i, o in enumerate(r.outcomes) if o in ("accepted", "rejected")]
+        assert all((r.judged_p[i] is not None) == (i in judged) for i in range(k))
+        assert all((r.node_uniforms[i] is not None) == (i in judged and temperature > 0) for i in range(k))
+        if r.parents is None:
+            assert r.outcomes == (["accepted"] * r.num_accepted + ["rejected"] * (r.num_accepted < k)
+                                  + ["unexamined"] * max(0, k - r.num_accepted - 1))
+            assert all(r.judged_p[i] == r.p_target[i] for i in judged)
+        else:
+            assert "unexamined" not in r.outcomes
+        assert (r.next_kind == "plain") == (k == 0)
+        if len(r.emitted) > r.num_accepted and k:  # the target's token was committed: its source says the same
+            assert r.sources[r.num_accepted] == ("bonus" if r.next_kind == "bonus" else "target")
+        assert r.residual_drawn == (temperature > 0 and r.next_kind == "correction")

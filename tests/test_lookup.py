@@ -33,5 +33,5 @@ def test_min_ngram_size_is_respected():
 
 def test_drafter_follows_protocol():
     drafter = LookupDrafter(LookupConfig(max_ngram_size=2))
-    draft = drafter.propose(DraftContext([3, 4, 5, 6, 3, 4], 3, SamplingConfig(), torch.Generator()))
+    draft = drafter.propose(None, DraftContext([3, 4, 5, 6, 3, 4], 3, SamplingConfig(), torch.Generator()))
     assert draft.tokens == [5, 6, 3] and draft.q_draft is None

@@ -10,7 +10,7 @@ from specdec_core.bench.prompts import BenchPrompt
 from specdec_core.config import GenerationConfig
 from specdec_core.exact import make_exact, self_check
 from specdec_core.models import perturbed_copy, tiny_model
-from specdec_core.session import MethodOptions
+from specdec_core.methods import MethodOptions
 
 from conftest import CharTokenizer  # noqa: E402
 

@@ -109,7 +109,7 @@ def test_medusa_tree_shape_is_best_first_and_within_budget(target):
     drafter = MedusaDrafter(target, tiny_medusa_heads(target, num_heads=3), TreeShape(nodes=7, top_k=2))
     hidden = target.forward(PROMPT, new_cache()).hidden[-1]
     context = DraftContext(PROMPT, 3, SamplingConfig(), None, 0.0, hidden)
-    draft = drafter.propose(context)
+    draft = drafter.propose(None, context)
     q = drafter.head_probs(hidden, context)
     assert len(draft.tokens) == 7 and draft.parents[0] == -1 and draft.q_draft is None
     assert draft.tokens[0] == int(q[0].argmax())
@@ -121,7 +121,7 @@ def test_medusa_tree_shape_is_best_first_and_within_budget(target):
     for i, par in enumerate(draft.parents):
         score.append((score[par] if par >= 0 else 1.0) * float(q[d[i] - 1, draft.tokens[i]]))
     assert score == sorted(score, reverse=True)  # best-first: nodes enter in order of branch probability
-    chain = MedusaDrafter(target, tiny_medusa_heads(target, num_heads=3)).propose(context)
+    chain = MedusaDrafter(target, tiny_medusa_heads(target, num_heads=3)).propose(None, context)
     assert chain.tokens == [int(row.argmax()) for row in q] and chain.parents is None
 
 
@@ -141,7 +141,7 @@ def test_heads_save_and_load_roundtrip(tmp_path, target):
 
 def test_missing_or_mismatched_heads_give_clear_errors(tmp_path, target):
     from specdec_core.config import ConfigError, MedusaConfig
-    from specdec_core.session import medusa_drafter
+    from specdec_core.drafters.medusa import medusa_drafter
 
     with pytest.raises(ConfigError, match="train_medusa"):
         medusa_drafter(target, MedusaConfig(), tree=False)  # nothing ships for a tiny random model

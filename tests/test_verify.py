@@ -97,3 +97,26 @@ def test_two_token_draft_joint_distribution():
         counts[first, second] += 1
     expected = torch.outer(p1, p2)
     assert chi_square_pvalue(counts.flatten(), expected.flatten()) > 1e-3
+
+
+def test_tree_siblings_are_judged_against_what_remains_of_p():
+    """Root with two candidates: the first refused (u >= p), the second judged against r = p without the first,
+    renormalised: the trace must carry r(x), not the raw p(x)."""
+    from specdec_core.verify import verify_tree
+
+    p = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.25] * 4, [0.25] * 4])
+    for seed in range(200):
+        g = torch.Generator().manual_seed(seed)
+        v = verify_tree([0, 1], [-1, -1], p, g, greedy=False)
+        if v.tested[:1] == (0,) and len(v.tested) > 1:
+            assert v.tested == (0, 1) and v.tested_p[0] == pytest.approx(0.5)
+            assert v.tested_p[1] == pytest.approx(0.3 / 0.5)  # p(1) / (1 - p(0))
+            assert v.uniforms[0] >= 0.5
+            return
+    raise AssertionError("no seed refused the first candidate")
+
+
+def test_greedy_verdict_names_the_judged_tokens():
+    p = torch.tensor([[0.1, 0.9], [0.8, 0.2], [0.5, 0.5]])
+    v = verify_greedy([1, 1], p)
+    assert v.num_accepted == 1 and v.tested == (0, 1) and v.tested_p == pytest.approx((0.9, 0.2))

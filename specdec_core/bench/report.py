@@ -4,10 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..methods import REGISTRY
 from .aggregate import OTHER_WEIGHTS, MethodSummary, RunRecord
 
-PEERS = (("draft", "hf-assisted"), ("lookup", "hf-lookup"), ("ar", "hf-ar"), ("ar", "llamacpp-ar"),
-         ("lookup", "llamacpp-lookup"), ("draft", "llamacpp-ar"), ("lookup", "llamacpp-ar"))
+# (ours, theirs): each method's equivalent elsewhere (the registry's peers), plain decoding's, and our two fastest CPU
+# methods against llama.cpp's plain decoding (what a CPU user would otherwise run)
+PEERS = tuple((name, peer) for name, spec in REGISTRY.items() for peer in spec.peers) + (
+    ("ar", "hf-ar"), ("ar", "llamacpp-ar"), ("draft", "llamacpp-ar"), ("lookup", "llamacpp-ar"))
 
 
 def _f(value, fmt: str = ".2f", suffix: str = "") -> str:

@@ -12,10 +12,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..config import METHODS, ConfigError, GenerationConfig
+from ..config import ConfigError, GenerationConfig
 from ..engine import SpeculativeEngine
 from ..lm import LanguageModel
-from ..session import MethodOptions, build_drafter, encode_prompt, eos_token_ids, run
+from ..methods import METHODS, REGISTRY, MethodOptions, build_drafter
+from ..session import encode_prompt, eos_token_ids, run
 from .aggregate import RunRecord
 from .checkpoint import Checkpoint
 from ..exact import fused
@@ -24,7 +25,7 @@ from .llamacpp import LLAMACPP_METHODS
 from .prompts import BenchPrompt
 
 ALL_METHODS = METHODS + HF_METHODS + LLAMACPP_METHODS
-NEEDS_DRAFT = ("draft", "hf-assisted")
+NEEDS_DRAFT = tuple(n for n, spec in REGISTRY.items() if spec.needs_draft_model) + ("hf-assisted",)
 
 
 def parse_methods(text: str) -> tuple[str, ...]:

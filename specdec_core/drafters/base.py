@@ -1,4 +1,8 @@
-"""The drafter protocol every proposer implements: propose(context) -> Draft, observe(num_accepted)."""
+"""The drafter protocol every proposer implements: start() -> per-request state, propose(state, context) -> Draft.
+
+A drafter object holds only read-only things (weights, heads, options) and can serve many requests at once; whatever
+changes during one request (a KV cache, the tokens it covers) lives in the state `start()` returns, which the engine
+keeps for that request and hands back on every `propose`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,20 +50,24 @@ class Draft:
 
 @runtime_checkable
 class Drafter(Protocol):
-    source: str  # what accepted tokens are labelled in the trace: "draft", "lookup", "self", "medusa"
+    source: str  # what accepted tokens are labelled in the trace: the method's registry name
 
-    def propose(self, context: DraftContext) -> Draft: ...
+    def start(self) -> object: ...  # fresh per-request state (None: the drafter keeps none)
 
-    def observe(self, num_accepted: int) -> None: ...
+    def propose(self, state, context: DraftContext) -> Draft: ...
 
 
-class NoDrafter:
+class Stateless:
+    """For drafters that keep nothing between rounds (prompt lookup, Medusa heads): the state is None."""
+
+    def start(self) -> None:
+        return None
+
+
+class NoDrafter(Stateless):
     """Proposes nothing: the round loop then is plain autoregressive decoding."""
 
     source = "ar"
 
-    def propose(self, context: DraftContext) -> Draft:
+    def propose(self, state, context: DraftContext) -> Draft:
         return Draft.empty()
-
-    def observe(self, num_accepted: int) -> None:
-        pass

@@ -3,7 +3,7 @@ No model, no q (a deterministic proposal: the verifier treats q as one-hot)."""
 from __future__ import annotations
 
 from ..config import LookupConfig
-from .base import Draft, DraftContext
+from .base import Draft, DraftContext, Stateless
 
 
 def find_continuation(tokens: list[int], max_ngram: int, min_ngram: int, max_tokens: int) -> list[int]:
@@ -22,17 +22,14 @@ def find_continuation(tokens: list[int], max_ngram: int, min_ngram: int, max_tok
     return []
 
 
-class LookupDrafter:
+class LookupDrafter(Stateless):
     source = "lookup"
 
     def __init__(self, config: LookupConfig = LookupConfig()):
         self.config = config
 
-    def propose(self, context: DraftContext) -> Draft:
+    def propose(self, state, context: DraftContext) -> Draft:
         tokens = find_continuation(
             context.tokens, self.config.max_ngram_size, self.config.min_ngram_size, context.max_tokens
         )
         return Draft(tokens, None)
-
-    def observe(self, num_accepted: int) -> None:
-        pass

@@ -9,6 +9,7 @@ Tree mode proposes several candidates per head as a token tree (deterministic ca
 from __future__ import annotations
 
 import copy
+import functools
 import heapq
 import json
 from dataclasses import dataclass
@@ -17,9 +18,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..config import ConfigError, MedusaConfig
 from ..lm import LanguageModel
 from ..sampling import logits_to_probs, sample
-from .base import Draft, DraftContext
+from .base import Draft, DraftContext, Stateless
 
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "medusa"
 
@@ -91,9 +93,7 @@ class TreeShape:
     top_k: int = 3
 
 
-class MedusaDrafter:
-    source = "medusa"
-
+class MedusaDrafter(Stateless):
     def __init__(self, target: LanguageModel, heads: MedusaHeads, tree: TreeShape | None = None):
         if heads.blocks[0].linear.in_features != target.config.get_text_config().hidden_size:
             raise ValueError("the Medusa heads were trained for a different hidden size than this target's")
@@ -102,6 +102,7 @@ class MedusaDrafter:
         self.lm_weight, self.lm_bias = target.lm_head_rows(self.vocab_ids)
         self.vocab_size = target.vocab_size
         self.tree = tree
+        self.source = "medusa-tree" if tree is not None else "medusa"  # its method's name
 
     def _full(self, probs: torch.Tensor) -> torch.Tensor:
         """Subset probabilities -> full-vocabulary rows (zeros outside the subset)."""
@@ -115,7 +116,7 @@ class MedusaDrafter:
         logits = self.heads(hidden, self.lm_weight, self.lm_bias).float()
         return self._full(logits_to_probs(logits, context.sampling))  # [K, vocab]
 
-    def propose(self, context: DraftContext) -> Draft:
+    def propose(self, state, context: DraftContext) -> Draft:
         depth = min(context.max_tokens, self.heads.num_heads)
         if depth <= 0 or context.last_hidden is None:  # the very first round has no hidden state yet
             return Draft.empty()
@@ -148,5 +149,20 @@ class MedusaDrafter:
                 heapq.heappush(frontier, (-score * values[d + 1][0], node, d + 1, 0, score))
         return Draft(tokens, None, parents)
 
-    def observe(self, num_accepted: int) -> None:
-        pass
+
+@functools.lru_cache(maxsize=4)
+def load_heads(path: Path) -> MedusaHeads:
+    return MedusaHeads.load(path)
+
+
+def medusa_drafter(target: LanguageModel, config: MedusaConfig, tree: bool) -> MedusaDrafter:
+    """The heads for this target (`config.heads`, or the ones shipped for it), as a chain or a tree drafter."""
+    path = Path(config.heads) if config.heads else default_heads_path(target.name)
+    if not path.is_file():
+        raise ConfigError(f"no Medusa heads for {target.name!r} at {path}; train them with "
+                          f"`python -m specdec_core.train_medusa --target {target.name}` or pass a heads file")
+    try:
+        heads = load_heads(path)
+        return MedusaDrafter(target, heads, TreeShape(config.tree_nodes, config.tree_top_k) if tree else None)
+    except Exception as e:  # noqa: BLE001 - any unreadable or mismatched file becomes one message
+        raise ConfigError(f"cannot use Medusa heads {path}: {str(e).splitlines()[0][:200]}") from None

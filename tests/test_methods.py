@@ -1,0 +1,46 @@
+"""The method registry is the one list: every front end reads it, every entry builds a drafter whose accepted tokens
+carry the method's name, and README's method table is the registry's."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdec_core.config import ConfigError, MedusaConfig
+from specdec_core.methods import METHODS, REGISTRY, MethodOptions, build_drafter, parse_method, readme_table
+
+from conftest import tiny_medusa_heads  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_every_method_builds_and_labels_its_tokens_with_its_name(name, target, draft_model, tmp_path):
+    heads = tmp_path / "heads.safetensors"
+    tiny_medusa_heads(target).save(heads, {"for": "test"})
+    options = MethodOptions(medusa=MedusaConfig(heads=str(heads)))
+    drafter = build_drafter(name, target, draft_model, options)
+    assert drafter.source == name
+    spec = REGISTRY[name]
+    assert spec.tree == (name == "medusa-tree") and spec.colour.startswith("#")
+
+
+def test_names_are_checked_and_front_ends_read_the_registry():
+    assert METHODS == ("ar", *REGISTRY) and parse_method("lookup") == "lookup"
+    with pytest.raises(ConfigError, match="choose one of ar, draft"):
+        parse_method("beam")
+    with pytest.raises(ConfigError, match="needs a draft model"):
+        build_drafter("draft", None, None)
+    from app.render import LEGEND_ORDER, source_css
+    from app.ui import METHOD_CHOICES
+
+    assert [v for _, v in METHOD_CHOICES] == list(REGISTRY)
+    assert set(REGISTRY) <= set(LEGEND_ORDER)
+    assert all(f".s-{name} " in source_css() for name in REGISTRY)
+    from specdec_core.bench.runner import ALL_METHODS
+
+    assert set(METHODS) <= set(ALL_METHODS)
+
+
+def test_readme_method_table_is_the_registry():
+    assert readme_table() in (ROOT / "README.md").read_text()
