@@ -79,7 +79,8 @@ class SpeculativeEngine:
             limit = max(0, min(schedule.length, remaining - 1, room - 1))
             t0 = self.clock()
             draft = self.drafter.propose(
-                state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold, last_hidden)
+                state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold, last_hidden,
+                                    limit if schedule.cost is not None else None)  # cost-aware: a tree's node budget
             )
             t1 = self.clock()
             # 2. One target forward over the last committed token and every draft token (a tree: with a tree mask).

@@ -56,9 +56,11 @@ def load_priors(path: Path = PRIORS) -> dict:
 
 def best_length(method: str, per_position: list[float], draft_ms: float, target_ms) -> Prediction:
     """The draft length with the highest predicted speedup (a tree's size is its configured node count)."""
-    if method in TREES:
-        nodes = TREES[method]
-        return Prediction(method, predicted_speedup(per_position, {nodes: 1}, draft_ms, target_ms, tree=True), nodes)
+    if method in TREES:  # the cost-aware length is the tree's node budget, up to its configured size
+        options = [(predicted_speedup(per_position, {n: 1}, draft_ms, target_ms, tree=True), n)
+                   for n in range(TREES[method] + 1)]
+        speedup, n = max(options)
+        return Prediction(method, speedup, n)
     options = [(predicted_speedup(per_position, {n: 1}, draft_ms, target_ms), n) for n in range(MAX_LENGTH + 1)]
     speedup, n = max(options)
     return Prediction(method, speedup, n)

@@ -170,3 +170,20 @@ def test_trace_records_each_nodes_outcome(name, temperature, target, draft_model
         if len(r.emitted) > r.num_accepted and k:  # the target's token was committed: its source says the same
             assert r.sources[r.num_accepted] == ("bonus" if r.next_kind == "bonus" else "target")
         assert r.residual_drawn == (temperature > 0 and r.next_kind == "correction")
+
+
+def test_cost_aware_length_is_a_trees_node_budget(target, draft_model):
+    """With a cost-aware length, a tree drafter gets the length as its node budget (never more nodes than it); with a
+    fixed length it keeps its own size. Output stays plain greedy either way."""
+    from specdec_core.schedule import Cost
+
+    config = GenerationConfig(max_new_tokens=20, draft=DraftConfig(num_draft_tokens=2, cost_aware=True))
+    steep = Cost(lambda n: 100.0 * n, 0.5)  # each verified token costs a full step: small trees
+    rounds = run(SpeculativeEngine(target, make_drafter("medusa-tree", target, draft_model), (), steep), "medusa-tree",
+                 PROMPT, config).rounds
+    assert all(r.num_drafted <= max(r.num_draft_requested, 0) for r in rounds)
+    fixed = run(SpeculativeEngine(target, make_drafter("medusa-tree", target, draft_model)), "medusa-tree", PROMPT,
+                GenerationConfig(max_new_tokens=20, draft=DraftConfig(num_draft_tokens=2))).rounds
+    assert max(r.num_drafted for r in fixed) == 8  # conftest's TreeShape(8, 3), whatever the length
+    assert [t for r in rounds for t in r.emitted] == [t for r in fixed for t in r.emitted] == \
+        greedy_reference(target, PROMPT, 20)

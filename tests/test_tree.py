@@ -121,6 +121,8 @@ def test_medusa_tree_shape_is_best_first_and_within_budget(target):
     for i, par in enumerate(draft.parents):
         score.append((score[par] if par >= 0 else 1.0) * float(q[d[i] - 1, draft.tokens[i]]))
     assert score == sorted(score, reverse=True)  # best-first: nodes enter in order of branch probability
+    budget = drafter.propose(None, DraftContext(PROMPT, 3, SamplingConfig(), None, 0.0, hidden, max_nodes=3))
+    assert budget.tokens == draft.tokens[:3] and budget.parents == draft.parents[:3]  # best-first: a prefix
     chain = MedusaDrafter(target, tiny_medusa_heads(target, num_heads=3)).propose(None, context)
     assert chain.tokens == [int(row.argmax()) for row in q] and chain.parents is None
 

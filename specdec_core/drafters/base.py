@@ -24,6 +24,7 @@ class DraftContext:
     generator: torch.Generator | None
     confidence_threshold: float = 0.0  # stop drafting when the drafter's own top probability falls below it
     last_hidden: torch.Tensor | None = None  # target's final hidden state that produced tokens[-1] (Medusa heads)
+    max_nodes: int | None = None  # a tree's node budget this round (the cost-aware length); None: its own size
 
 
 @dataclass(frozen=True)

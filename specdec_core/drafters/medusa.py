@@ -122,7 +122,8 @@ class MedusaDrafter(Stateless):
             return Draft.empty()
         q = self.head_probs(context.last_hidden, context)[:depth]
         if self.tree is not None:
-            return self._tree(q)
+            nodes = self.tree.nodes if context.max_nodes is None else min(self.tree.nodes, context.max_nodes)
+            return self._tree(q, nodes)
         tokens: list[int] = []
         for row in q:
             token = sample(row, context.generator, greedy=context.sampling.greedy)
@@ -131,14 +132,14 @@ class MedusaDrafter(Stateless):
                 break
         return Draft(tokens, q[: len(tokens)])
 
-    def _tree(self, q: torch.Tensor) -> Draft:
+    def _tree(self, q: torch.Tensor, nodes: int) -> Draft:
         values, ids = torch.topk(q, self.tree.top_k, dim=-1)
         values, ids = values.tolist(), ids.tolist()
         tokens: list[int] = []
         parents: list[int] = []
         # Best-first over (-branch score, parent node, depth, rank among that parent's candidates, parent's score).
         frontier = [(-values[0][0], -1, 0, 0, 1.0)]
-        while frontier and len(tokens) < self.tree.nodes:
+        while frontier and len(tokens) < nodes:
             _, parent, d, rank, parent_score = heapq.heappop(frontier)
             node, score = len(tokens), parent_score * values[d][rank]
             tokens.append(ids[d][rank])
