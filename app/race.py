@@ -11,7 +11,7 @@ from pathlib import Path
 from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
 from specdec_core.methods import REGISTRY, parse_method
 from specdec_core.engine import SpeculativeEngine
-from specdec_core.metrics import compute_stats, cost_ratio, near_ties, predicted_speedup, speedup_bound
+from specdec_core.metrics import compare, compute_stats, near_ties
 from specdec_core.session import encode_prompt
 from specdec_core.trace import Round
 
@@ -88,43 +88,46 @@ class RaceRecord:
     rounding: float = 0.0  # the target's measured |Δlogit| between forward shapes (0.0: bit-exact)
     shared: bool = False  # another race ran at the same time: both shared the machine, timings are not clean
 
-    def prediction(self, s) -> tuple[float | None, str]:
-        """(predicted decode speedup, how): from the cost profile and this run's per-position acceptance when the
-        profile is there; else the Leviathan bound (chains only), which assumes a verify forward costs one step."""
-        rounds = [r for r in self.spec.rounds if r.num_drafted]
-        if s.acceptance_rate is None or not rounds:
-            return None, "nothing drafted"
-        nodes = max(1, round(sum(r.num_drafted for r in rounds) / len(rounds)))
-        tree = any(r.parents is not None for r in self.spec.rounds)
+    def comparison(self):
+        """The one comparison model (metrics.compare), with the profile's prediction once it is measured."""
+        tree = REGISTRY[self.request.method].tree
         p = self.profile
-        if p is not None and self.request.method in p.draft_ms:
-            value = predicted_speedup(s.per_position_acceptance, s.draft_lengths, p.draft_ms[self.request.method],
-                                      p.T, tree)
-            return value, f"this machine: T({nodes + 1}) = {p.T(nodes + 1):.0f} ms vs T(1) = {p.T(1):.0f} ms"
-        c = cost_ratio(self.spec.rounds)
-        if tree or c is None:
+        timed = p is not None and self.request.method in p.draft_ms
+        return compare([compute_stats(self.spec.rounds)], [compute_stats(self.ar.rounds)] if self.ar.rounds else [],
+                       tree, p.draft_ms[self.request.method] if timed else None, p.T if timed else None)
+
+    def prediction(self, cmp) -> tuple[float | None, str]:
+        """(predicted decode speedup, how): from the cost profile when it is measured; else the Leviathan bound
+        (chains only), which assumes a verify forward costs one step."""
+        if cmp.alpha is None:
+            return None, "nothing drafted"
+        nodes = max(1, round(cmp.mean_gamma))
+        if cmp.predicted is not None:
+            p = self.profile
+            return cmp.predicted, f"this machine: T({nodes + 1}) = {p.T(nodes + 1):.0f} ms vs T(1) = {p.T(1):.0f} ms"
+        if cmp.bound is None:
             return None, "profile not measured yet"
-        return speedup_bound(s.acceptance_rate, nodes, c), f"bound at γ={nodes}, c={c:.2f} (verify = one step)"
+        return cmp.bound, f"bound at mean γ={cmp.mean_gamma:.1f}, c={cmp.cost_ratio:.2f} (verify = one step)"
 
     def summary(self) -> dict:
         s, a = compute_stats(self.spec.rounds), compute_stats(self.ar.rounds)
-        speedup = s.tokens_per_second / a.tokens_per_second if a.tokens_per_second and s.tokens_per_second else None
-        c = cost_ratio(self.spec.rounds)
-        gamma = self.request.config.draft.num_draft_tokens
-        predicted, how = self.prediction(s)
+        cmp = self.comparison()
+        predicted, how = self.prediction(cmp)
         return {
             "method": self.request.method,
             "device": self.device,
             "timing": "each run timed on its own, one after the other, same machine, same prompt; tokens/s is "
-                      "decoding speed (the prompt pass is excluded)",
+                      "decoding speed (the prompt pass is excluded); end_to_end_speedup includes the prompt passes",
             "speculative": {**s.to_dict(), "token_ids": self.spec.token_ids,
                             "sources": [x for r in self.spec.rounds for x in r.sources]},
             "autoregressive": {**a.to_dict(), "token_ids": self.ar.token_ids},
-            "speedup": speedup,
-            "cost_ratio": c,
+            "speedup": cmp.decode_speedup,
+            "end_to_end_speedup": cmp.end_to_end_speedup,
+            "cost_ratio": cmp.cost_ratio,
             "predicted_speedup": predicted,
             "prediction": how,
-            "num_draft_tokens": gamma,
+            "num_draft_tokens": self.request.config.draft.num_draft_tokens,
+            "mean_draft_tokens": cmp.mean_gamma,
             "draft_length": ("cost-aware" if self.request.config.draft.cost_aware else
                              "adaptive" if self.request.config.draft.adaptive else "fixed"),
             "shared_machine": self.shared,

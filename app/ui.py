@@ -142,14 +142,14 @@ def measured_point(record) -> dict | None:
     if record is None or not record.spec.rounds:
         return None
     sm = record.summary()
-    return {"alpha": sm["speculative"]["acceptance_rate"], "gamma": sm["num_draft_tokens"],
+    return {"alpha": sm["speculative"]["acceptance_rate"], "gamma": sm["mean_draft_tokens"] or 0.0,
             "cost": sm["cost_ratio"] or 0.0, "speedup": sm["speedup"]}
 
 
 def theory_handler(gamma, cost, record):
     m = measured_point(record)
     note = "Run a race to see the measured point." if m is None or m["alpha"] is None else (
-        f"Last run: α = {m['alpha']:.2f}, γ = {m['gamma']}, measured c = {m['cost']:.2f}; measured speedup "
+        f"Last run: α = {m['alpha']:.2f}, mean γ = {m['gamma']:.1f}, measured c = {m['cost']:.2f}; measured speedup "
         f"{'—' if m['speedup'] is None else format(m['speedup'], '.2f') + '×'}. The diamond is the formula at those "
         "values, the star what the stopwatch said.")
     return figures.theory_figure(int(gamma), float(cost), m), figures.tokens_per_round_figure(int(gamma)), note
@@ -159,7 +159,7 @@ def use_last_run(record):
     m = measured_point(record)
     if m is None or m["alpha"] is None:
         raise gr.Error("No race yet: run one on the Race tab first.")
-    return m["gamma"], round(min(max(m["cost"], 0.0), 2.0), 3)
+    return max(1, min(16, round(m["gamma"]))), round(min(max(m["cost"], 0.0), 2.0), 3)
 
 
 def exactness_handler(mode, prompt, chat, temperature, trials, seed):

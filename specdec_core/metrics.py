@@ -28,6 +28,20 @@ class Stats:
     def to_dict(self) -> dict:  # JSON-ready: object keys are strings
         return {**asdict(self), "draft_lengths": {str(k): v for k, v in self.draft_lengths.items()}}
 
+    @staticmethod
+    def from_dict(d: dict) -> "Stats":
+        """Back from to_dict (a bench JSON, a checkpoint); fields it lacks take their defaults."""
+        known = {f for f in Stats.__dataclass_fields__}
+        d = {k: v for k, v in d.items() if k in known}
+        d["draft_lengths"] = {int(k): v for k, v in (d.get("draft_lengths") or {}).items()}
+        drafted, rounds = d.get("drafted", 0), d.get("rounds", 0)
+        defaults = dict(target_forwards=rounds, accepted=0, per_position_acceptance=[], prefill_seconds=0.0,
+                        acceptance_rate=d.get("accepted", 0) / drafted if drafted else None,
+                        mean_tokens_per_round=d.get("new_tokens", 0) / rounds if rounds else 0.0, tokens_per_second=0.0)
+        d = {**defaults, **d}
+        d.setdefault("wall_seconds", d["draft_seconds"] + d["verify_seconds"] + d["prefill_seconds"])
+        return Stats(**d)
+
 
 def token_sources(rounds: list[Round]) -> list[str]:
     return [s for r in rounds for s in r.sources]
@@ -87,16 +101,6 @@ def speedup_bound(alpha: float, gamma: int, cost_ratio: float) -> float:
     return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + 1.0)
 
 
-def cost_ratio(rounds: list[Round]) -> float | None:
-    """c measured from a trace: mean seconds per drafted token / mean seconds per target (verify) forward."""
-    drafted = sum(r.num_drafted for r in rounds)
-    if not rounds or drafted == 0:
-        return None
-    per_draft_token = sum(r.draft_seconds for r in rounds) / drafted
-    per_verify = sum(r.verify_seconds for r in rounds) / len(rounds)
-    return per_draft_token / per_verify if per_verify > 0 else None
-
-
 def expected_tokens_from_positions(per_position: list[float], depth: int) -> float:
     """E[tokens per round] for drafts of `depth` tokens: 1 + sum over k of P(first k accepted), from the conditional
     per-position acceptance (a position never measured counts as never accepted)."""
@@ -120,3 +124,68 @@ def predicted_speedup(per_position: list[float], draft_lengths: dict[int, int], 
         tokens += rounds * expected_tokens_from_positions(per_position, depth)
         ms += rounds * (length * draft_ms + target_ms(length + 1))
     return tokens * target_ms(1) / ms if ms > 0 else 1.0
+
+
+def pooled_positions(runs: list[Stats]) -> list[float]:
+    """Per-position acceptance over several runs, each run's rate weighted by its rounds."""
+    depth = max((len(s.per_position_acceptance) for s in runs), default=0)
+    out = []
+    for i in range(depth):
+        have = [s for s in runs if len(s.per_position_acceptance) > i]
+        weight = sum(s.rounds for s in have)
+        out.append(sum(s.per_position_acceptance[i] * s.rounds for s in have) / weight if weight else 0.0)
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A method against plain decoding of the same target, over one or more runs: the one definition the race, the
+    bench and the Theory tab use (chains and trees alike)."""
+
+    decode_speedup: float | None  # decode tokens/s over the reference's (prompt passes excluded)
+    end_to_end_speedup: float | None  # tokens over all engine time, prompt passes included
+    alpha: float | None  # accepted / drafted
+    tau: float | None  # tokens per round (per target forward), the correction/bonus included
+    mean_gamma: float | None  # tokens (tree nodes) drafted per round, over every round
+    cost_ratio: float | None  # c: seconds per drafted token / seconds per verify forward
+    per_position: list[float]  # P(position i accepted | examined), pooled over the runs
+    predicted: float | None  # from this machine's cost profile and the measured per-position acceptance
+    bound: float | None  # Leviathan et al. at mean γ and measured α, c (chains only)
+    bound_with_verify: float | None  # the same with the verify forward's measured cost relative to a plain step
+
+
+def _rate(runs: list[Stats], seconds) -> float | None:
+    total = sum(seconds(s) for s in runs)
+    return sum(s.new_tokens for s in runs) / total if total > 0 else None
+
+
+def compare(runs: list[Stats], reference: list[Stats], tree: bool = False, draft_ms: float | None = None,
+            target_ms=None) -> Comparison:
+    """`runs` of a method and `reference` runs of plain decoding (same prompts); a profile's `draft_ms` (this
+    method's) and `target_ms` (T(n)) give the prediction."""
+    decode = lambda s: s.draft_seconds + s.verify_seconds  # noqa: E731
+    ratio = lambda a, b: a / b if a and b else None  # noqa: E731
+    rounds = sum(s.rounds for s in runs)
+    drafted = sum(s.drafted for s in runs)
+    draft_s, verify_s = sum(s.draft_seconds for s in runs), sum(s.verify_seconds for s in runs)
+    alpha = sum(s.accepted for s in runs) / drafted if drafted else None
+    gamma = drafted / rounds if rounds else None
+    c = (draft_s / drafted) / (verify_s / rounds) if drafted and verify_s > 0 else None
+    per_position = pooled_positions(runs)
+    predicted = bound = bound_v = None
+    if drafted and draft_ms is not None and target_ms is not None:
+        lengths = Counter()
+        for s in runs:
+            lengths.update({int(k): v for k, v in s.draft_lengths.items()})
+        predicted = predicted_speedup(per_position, lengths, draft_ms, target_ms, tree)
+    if drafted and not tree and c is not None:
+        bound = speedup_bound(alpha, gamma, c)
+        ref_rounds = sum(s.rounds for s in reference)
+        ref_step = sum(s.verify_seconds for s in reference) / ref_rounds if ref_rounds else 0.0
+        if ref_step > 0:
+            bound_v = expected_tokens_per_round(alpha, gamma) / (gamma * c + (verify_s / rounds) / ref_step)
+    return Comparison(
+        decode_speedup=ratio(_rate(runs, decode), _rate(reference, decode)),
+        end_to_end_speedup=ratio(_rate(runs, lambda s: s.wall_seconds), _rate(reference, lambda s: s.wall_seconds)),
+        alpha=alpha, tau=sum(s.new_tokens for s in runs) / rounds if rounds else None, mean_gamma=gamma,
+        cost_ratio=c, per_position=per_position, predicted=predicted, bound=bound, bound_with_verify=bound_v)

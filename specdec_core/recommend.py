@@ -8,9 +8,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .bench.aggregate import RunRecord, positions
 from .config import MedusaConfig
-from .metrics import predicted_speedup
+from .metrics import Stats, pooled_positions, predicted_speedup
 
 PRIORS = Path(__file__).resolve().parents[1] / "assets" / "acceptance_priors.json"
 KINDS = ("code", "prose")
@@ -80,6 +79,6 @@ def recommend(profile, kind: str, priors: dict | None = None) -> Recommendation:
 def priors_from_bench(path: Path) -> dict[str, list[float]]:
     """Per method, the per-position acceptance over every run of a bench JSON (each run weighted by its rounds)."""
     data = json.loads(Path(path).read_text())
-    runs = [RunRecord(**r) for r in data["runs"] if r["stats"] and r["stats"].get("drafted")]
-    return {m: [round(a, 4) for a in positions([r for r in runs if r.method == m])]
-            for m in dict.fromkeys(r.method for r in runs)}
+    runs = [r for r in data["runs"] if r["stats"] and r["stats"].get("drafted")]
+    return {m: [round(a, 4) for a in pooled_positions([Stats.from_dict(r["stats"]) for r in runs if r["method"] == m])]
+            for m in dict.fromkeys(r["method"] for r in runs)}

@@ -15,7 +15,7 @@ from conftest import PROMPT, CharTokenizer
 from specdec_core.config import ConfigError, GenerationConfig, SamplingConfig
 from specdec_core.drafters import DraftModelDrafter
 from specdec_core.engine import SpeculativeEngine
-from specdec_core.metrics import speedup_bound
+from specdec_core.metrics import compute_stats, speedup_bound
 from specdec_core.session import run
 from specdec_core.trace import Round
 
@@ -215,3 +215,27 @@ def test_two_concurrent_races_share_drafters_not_state(target, draft_model, meth
     assert models.drafter(method) is models.drafter(method)
     alone = list(race.run_race(models, requests[0]))[-1][0]
     assert alone.spec.token_ids == records[0].spec.token_ids and not alone.shared
+
+
+def test_race_and_bench_compare_through_one_model(tiny_models, target):
+    """The race's summary and the bench's row for the same two runs give the same speedup, α, τ, mean γ, c and
+    prediction: both call metrics.compare."""
+    from specdec_core.bench.aggregate import RunRecord, summarise
+    from specdec_core.profile import Profile
+
+    profile = Profile(device="cpu", isa="AVX2", torch="x", model="m", target_repr="r", draft_repr="d",
+                      target_ms={1: 10.0, 2: 11.0, 4: 13.0, 8: 20.0}, draft_ms={"draft": 2.0},
+                      prefill_tokens_per_s=100.0, bandwidth_gb_s=10.0, utilization=0.5, target_bytes=1)
+    request = race.parse_request("ABCDEFGHABCDE", "draft", 3, False, 0, 1, 0, 20, False)
+    record = list(race.run_race(tiny_models, request, profile))[-1][0]
+    sm = record.summary()
+    runs = [RunRecord(m, "p", 0, view.token_ids, 1.0, 1.0, 1.0, compute_stats(view.rounds).to_dict())
+            for m, view in (("ar", record.ar), ("draft", record.spec))]
+    row = {r.method: r for r in summarise(runs, greedy=True, profile=profile)}["draft"]
+    assert row.decode_speedup == pytest.approx(sm["speedup"]) and row.alpha == sm["speculative"]["acceptance_rate"]
+    assert row.tau == pytest.approx(sm["speculative"]["mean_tokens_per_round"])
+    assert row.cost_ratio == pytest.approx(sm["cost_ratio"]) and row.predicted_speedup == pytest.approx(
+        sm["predicted_speedup"])
+    assert sm["mean_draft_tokens"] == pytest.approx(sum(r.num_drafted for r in record.spec.rounds)
+                                                    / len(record.spec.rounds))
+    assert sm["end_to_end_speedup"] is not None

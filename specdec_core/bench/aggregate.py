@@ -1,10 +1,10 @@
 """Benchmark records (one per method x prompt x repeat) and their per-method summary. Pure: no timing, no models."""
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from ..metrics import expected_tokens_per_round, predicted_speedup, speedup_bound
+from ..metrics import Stats, compare
 
 REFERENCE = "ar"
 OTHER_WEIGHTS = ("llamacpp-ar", "llamacpp-lookup")  # run the GGUF's own quantisation: timed, never compared
@@ -81,18 +81,6 @@ def find_mismatches(records: list[RunRecord], reference: str = REFERENCE) -> dic
     return dict(out)
 
 
-def positions(runs: list[RunRecord]) -> list[float]:
-    """Per-position acceptance over several runs, each run's rate weighted by its rounds."""
-    depth = max(len(r.stats["per_position_acceptance"]) for r in runs)
-    out = []
-    for i in range(depth):
-        have = [r for r in runs if len(r.stats["per_position_acceptance"]) > i]
-        weight = sum(r.stats["rounds"] for r in have)
-        out.append(sum(r.stats["per_position_acceptance"][i] * r.stats["rounds"] for r in have) / weight
-                   if weight else 0.0)
-    return out
-
-
 def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] = ("medusa-tree",),
               reference: str = REFERENCE, profile=None) -> list[MethodSummary]:
     """One row per method, in first-seen order. The bound uses gamma = mean tokens drafted per round (the configured
@@ -102,10 +90,7 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
     for r in records:
         by_method[r.method].append(r)
     mismatches = find_mismatches(records, reference) if greedy else {}
-    ref_step = None  # seconds per target forward when nothing is drafted
-    if reference in by_method and all(r.stats for r in by_method[reference]):
-        rs = by_method[reference]
-        ref_step = sum(r.stats["verify_seconds"] for r in rs) / max(1, sum(r.stats["rounds"] for r in rs))
+    ref_stats = [Stats.from_dict(r.stats) for r in by_method.get(reference, []) if r.stats]
     ref_tps = None
     rows = []
     for method, runs in by_method.items():
@@ -114,43 +99,27 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
         tps = tokens / seconds if seconds > 0 else 0.0
         if method == reference:
             ref_tps = tps
-        alpha = tau = draft_s = verify_s = c = bound = bound_v = decode_tps = predicted = None
-        if all(r.stats for r in runs):
-            decode_s = sum(r.stats["draft_seconds"] + r.stats["verify_seconds"] for r in runs)
-            decode_tps = sum(r.stats["new_tokens"] for r in runs) / decode_s if decode_s > 0 else None
-            drafted = sum(r.stats["drafted"] for r in runs)
-            rounds = sum(r.stats["rounds"] for r in runs)
-            draft_s = sum(r.stats["draft_seconds"] for r in runs)
-            verify_s = sum(r.stats["verify_seconds"] for r in runs)
-            tau = sum(r.stats["new_tokens"] for r in runs) / rounds if rounds else None
-            if drafted:
-                alpha = sum(r.stats["accepted"] for r in runs) / drafted
-                c = (draft_s / drafted) / (verify_s / rounds) if verify_s > 0 else None
-                g = drafted / rounds
-                if profile is not None and method in profile.draft_ms:
-                    lengths = Counter()
-                    for r in runs:
-                        lengths.update({int(k): v for k, v in r.stats["draft_lengths"].items()})
-                    predicted = predicted_speedup(positions(runs), lengths, profile.draft_ms[method], profile.T,
-                                                  tree=method in no_bound)
-                if method not in no_bound and c is not None:
-                    bound = speedup_bound(alpha, g, c)
-                    if ref_step:
-                        v = (verify_s / rounds) / ref_step
-                        bound_v = expected_tokens_per_round(alpha, g) / (g * c + v)
+        cmp, decode_tps, draft_s, verify_s = None, None, None, None
+        if all(r.stats for r in runs):  # our engine's runs: the one comparison model (metrics.compare)
+            stats = [Stats.from_dict(r.stats) for r in runs]
+            timed = profile is not None and method in profile.draft_ms
+            cmp = compare(stats, ref_stats, tree=method in no_bound, draft_ms=profile.draft_ms[method] if timed else None,
+                          target_ms=profile.T if timed else None)
+            draft_s, verify_s = sum(s.draft_seconds for s in stats), sum(s.verify_seconds for s in stats)
+            decode_tps = sum(s.new_tokens for s in stats) / (draft_s + verify_s) if draft_s + verify_s > 0 else None
         forward = sum(r.forward_seconds for r in runs)
         counted = [r.target_forwards for r in runs]
         forwards = sum(counted) if all(c is not None for c in counted) else None
         rows.append(dict(method=method, runs=len(runs), tokens=tokens, seconds=seconds, tokens_per_second=tps,
-                         alpha=alpha, tau=tau, target_forwards=forwards, draft_seconds=draft_s, verify_seconds=verify_s,
-                         overhead=1.0 - forward / seconds if seconds > 0 else 0.0,
-                         peak_rss_mb=max(r.peak_rss_mb for r in runs), cost_ratio=c, bound=bound,
-                         bound_with_verify=bound_v, mismatches=mismatches.get(method, []),
+                         alpha=cmp and cmp.alpha, tau=cmp and cmp.tau, target_forwards=forwards, draft_seconds=draft_s,
+                         verify_seconds=verify_s, overhead=1.0 - forward / seconds if seconds > 0 else 0.0,
+                         peak_rss_mb=max(r.peak_rss_mb for r in runs), cost_ratio=cmp and cmp.cost_ratio,
+                         bound=cmp and cmp.bound, bound_with_verify=cmp and cmp.bound_with_verify,
+                         mismatches=mismatches.get(method, []),
                          compared=len(runs) if greedy and method not in (reference, *OTHER_WEIGHTS)
                          and reference in by_method else 0,
                          decode_tokens_per_second=decode_tps,
-                         predicted_speedup=1.0 if method == reference and profile is not None else predicted))
-    ref_decode = next((r["decode_tokens_per_second"] for r in rows if r["method"] == reference), None)
-    return [MethodSummary(speedup=(row["tokens_per_second"] / ref_tps) if ref_tps else None,
-                          decode_speedup=(row["decode_tokens_per_second"] / ref_decode)
-                          if ref_decode and row["decode_tokens_per_second"] else None, **row) for row in rows]
+                         decode_speedup=cmp.decode_speedup if cmp and ref_stats else None,
+                         predicted_speedup=1.0 if method == reference and profile is not None else
+                         cmp and cmp.predicted))
+    return [MethodSummary(speedup=(row["tokens_per_second"] / ref_tps) if ref_tps else None, **row) for row in rows]
