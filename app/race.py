@@ -174,17 +174,17 @@ def verdict_html(record: RaceRecord, tokenizer) -> str:
                         "error")
 
 
-def race_outputs(record: RaceRecord, show_rejected: bool, status: str):
-    spec_fig = figures.race_figure(record.spec.rounds, record.ar.rounds, record.spec.label)
-    return (
-        tokens_html(record.spec.pieces, show_rejected, "waiting…"),
-        tokens_html(record.ar.pieces, False, "runs after the speculative run finishes"),
-        spec_fig,
-        figures.time_split_figure(record.spec.rounds),
-        figures.accepted_histogram(record.spec.rounds),
-        headline(record),
-        status,
-    )
+def race_outputs(record: RaceRecord, show_rejected: bool, status: str) -> dict:
+    """What the Race tab shows for a (running or finished) race, by output name."""
+    return {
+        "spec": tokens_html(record.spec.pieces, show_rejected, "waiting…"),
+        "ar": tokens_html(record.ar.pieces, False, "runs after the speculative run finishes"),
+        "race_plot": figures.race_figure(record.spec.rounds, record.ar.rounds, record.spec.label),
+        "split_plot": figures.time_split_figure(record.spec.rounds),
+        "hist_plot": figures.accepted_histogram(record.spec.rounds),
+        "headline": headline(record),
+        "status": status,
+    }
 
 
 def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[int], SpeculativeEngine]:

@@ -92,7 +92,7 @@ def test_race_streams_both_runs_and_matches_the_engine(tiny_models, target, draf
     assert summary["speedup"] == pytest.approx(summary["speculative"]["tokens_per_second"]
                                                / summary["autoregressive"]["tokens_per_second"])
     html_out = race.race_outputs(record, False, "")
-    assert html_out[0].count('class="tok s-') == 24
+    assert html_out["spec"].count('class="tok s-') == 24
     assert "Identical" in race.verdict_html(record, tiny_models.tokenizer)
     assert "Bit-exact" in race.verdict_html(record, tiny_models.tokenizer)  # the tiny target measured 0.0
     last = record.ar.rounds[-1]  # make the plain run part at its last token: an error, unless that was a near-tie

@@ -32,7 +32,7 @@ def test_names_are_checked_and_front_ends_read_the_registry():
     with pytest.raises(ConfigError, match="needs a draft model"):
         build_drafter("draft", None, None)
     from app.render import LEGEND_ORDER, source_css
-    from app.ui import METHOD_CHOICES
+    from app.tab_race import METHOD_CHOICES
 
     assert [v for _, v in METHOD_CHOICES] == list(REGISTRY)
     assert set(REGISTRY) <= set(LEGEND_ORDER)
