@@ -230,7 +230,8 @@ def cmd_generate(args) -> int:
 def cmd_bench(args) -> int:
     from .bench.aggregate import summarise
     from .bench.prompts import first, load_jsonl, suite
-    from .bench.report import peer_lines, table, to_json, write_json, write_plot
+    from .bench.aggregate import by_category
+    from .bench.report import category_table, peer_lines, table, to_json, write_json, write_plot
     from .bench.runner import NEEDS_DRAFT, BenchConfig, PeakMemory, run_bench
 
     if args.check_exact is not None:
@@ -292,10 +293,14 @@ def cmd_bench(args) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
     }
-    write_json(args.json, to_json(meta, rows, records))
+    cats = by_category(records, {p.id: p.category for p in prompts}, greedy=config.sampling.greedy, profile=profile)
+    write_json(args.json, to_json(meta, rows, records, cats))
     if args.plot:
-        write_plot(args.plot, meta, rows, records)
+        write_plot(args.plot, meta, rows, records, cats)
     print(table(rows))
+    if len(cats) > 1:
+        print("\nby category (Spec-Bench's view; a conversation's turns count for its category):")
+        print(category_table(cats))
     for line in peer_lines(rows):
         print(line)
     for r in rows:

@@ -41,10 +41,18 @@ def check_prompt_text(text: str | None) -> str:
 def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
     check_prompt_text(text)
     if chat:
-        return list(tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True, return_dict=False
-        ))
+        return encode_conversation(tokenizer, [text], [])
     return tokenizer(text, add_special_tokens=True).input_ids
+
+
+def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list[int]:
+    """Chat-template ids for user turns interleaved with the model's own earlier answers, ready for the next answer."""
+    messages = []
+    for i, text in enumerate(turns):
+        messages.append({"role": "user", "content": check_prompt_text(text)})
+        if i < len(answers):
+            messages.append({"role": "assistant", "content": answers[i]})
+    return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,10 @@ class CharTokenizer:
     def decode(self, ids, **kwargs):
         return "".join(chr(65 + i % 58) for i in ids)
 
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, return_dict=False):
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + ("assistant: " * add_generation_prompt)
+        return self(text).input_ids
+
     def __call__(self, text, add_special_tokens=True):
         class Enc:
             input_ids = [ord(c) % 96 for c in text]

@@ -156,3 +156,59 @@ def test_bench_without_llama_cpp_says_how_to_install_it():
                            "llamacpp-ar", "--limit", "0"], capture_output=True, text=True)
     assert proc.returncode == 2 and "limit" in proc.stderr
     assert ("pip install llama-cpp-python" in proc.stderr) == (not llamacpp.available())
+
+
+def test_specbench_lines_categories_and_the_mini_suite():
+    text = ('{"question_id": 81, "category": "writing", "turns": ["Write a haiku.", "Now a limerick."]}\n'
+            '{"prompt": "x", "id": "a", "category": "qa"}\n')
+    conv, plain = parse_jsonl(text)
+    assert (conv.id, conv.category, conv.chat, conv.all_turns) == ("81", "writing", True, ("Write a haiku.", "Now a limerick."))
+    assert plain.category == "qa" and plain.all_turns == ("x",)
+    with pytest.raises(ConfigError, match="'turns' must be"):
+        parse_jsonl('{"question_id": 1, "turns": []}')
+    mini = suite("specbench-mini")
+    cats = {p.category for p in mini}
+    assert cats == {"mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag"}
+    assert all(2 <= sum(p.category == c for p in mini) <= 3 for c in cats)
+    assert any(len(p.all_turns) == 2 for p in mini)
+
+
+def test_results_by_category():
+    from specdec_core.bench.aggregate import by_category
+    from specdec_core.bench.report import category_table
+
+    recs = records() + [RunRecord(m, "c#2", 0, [1, 2], 1.0, 1.0, 1.0, stats(2, 2 if m == "ar" else 1, 0 if m == "ar"
+                                  else 2, 0 if m == "ar" else 1, 0.0 if m == "ar" else 0.1, 1.0)) for m in ("ar", "draft")]
+    cats = by_category(recs, {"p0": "code", "p1": "code", "c": "chat"}, greedy=True)
+    assert set(cats) == {"code", "chat"}
+    chat = {r.method: r for r in cats["chat"]}
+    assert chat["draft"].tau == 2.0 and chat["ar"].tau == 1.0 and chat["draft"].alpha == 0.5
+    code = {r.method: r for r in cats["code"]}
+    assert code["draft"].speedup == 2.0
+    text = category_table(cats)
+    assert "| chat | draft |" in text and "| code | hf-assisted |" in text
+    data = to_json({"command": "x"}, summarise(recs, greedy=True), recs, cats)
+    assert data["by_category"]["code"]["draft"]["speedup"] == 2.0 and "tau" in data["by_category"]["chat"]["ar"]
+
+
+def test_a_conversation_runs_turn_by_turn_after_its_own_answers(target, draft_model):
+    from conftest import CharTokenizer
+    from specdec_core.bench.prompts import BenchPrompt
+    from specdec_core.bench.runner import BenchConfig, PeakMemory, run_turns
+    from specdec_core.config import GenerationConfig
+    from specdec_core.session import encode_conversation
+
+    tok = CharTokenizer()
+    conv = BenchPrompt("q", "hello there", True, "mt_bench", ("hello there", "and again"))
+    config = BenchConfig(("ar", "draft"), GenerationConfig(max_new_tokens=6))
+    first = encode_conversation(tok, ["hello there"], [])
+    out = {m: run_turns(m, conv, first, tok, target, draft_model, (), config, PeakMemory(target.device), 0)
+           for m in ("ar", "draft")}
+    assert [r.prompt_id for r in out["ar"]] == ["q#1", "q#2"]
+    assert [r.token_ids for r in out["ar"]] == [r.token_ids for r in out["draft"]]  # exact, turn by turn
+    second = encode_conversation(tok, ["hello there", "and again"], [tok.decode(out["ar"][0].token_ids)])
+    from specdec_core.engine import SpeculativeEngine
+    from specdec_core.session import run
+
+    direct = run(SpeculativeEngine(target), "ar", second, GenerationConfig(max_new_tokens=6)).token_ids
+    assert out["ar"][1].token_ids == direct  # turn 2 was asked after turn 1's own answer

