@@ -1,5 +1,5 @@
 """The demo's page: a header with the models' status, then one tab per builder (tab_race, tab_step, tab_theory,
-tab_exactness), chained where one tab follows another's result. Handlers live in the tab files and return values, or
+tab_exactness, tab_compare), chained where one tab follows another's result. Handlers live in the tab files and return values, or
 dicts keyed by output name; models are read-only globals loaded in the background (resources.STORE); per-user data
 lives in gr.State."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import gradio as gr
 
 from specdec_core.methods import REGISTRY
 
-from . import tab_exactness, tab_race, tab_step, tab_theory
+from . import tab_compare, tab_exactness, tab_race, tab_step, tab_theory
 from .render import source_css
 from .resources import STORE
 
@@ -75,6 +75,8 @@ def build_demo() -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
                 r = tab_race.build(examples, record, timer, status, demo)
+            with gr.Tab("Compare", id="compare"):
+                tab_compare.build(r)
             with gr.Tab("Step through", id="step"):
                 s = tab_step.build(r)
             with gr.Tab("Theory", id="theory"):

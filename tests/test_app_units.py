@@ -239,3 +239,27 @@ def test_race_and_bench_compare_through_one_model(tiny_models, target):
     assert sm["mean_draft_tokens"] == pytest.approx(sum(r.num_drafted for r in record.spec.rounds)
                                                     / len(record.spec.rounds))
     assert sm["end_to_end_speedup"] is not None
+
+
+def test_compare_runs_every_method_after_ar_and_survives_a_failing_one(tiny_models):
+    from app import compare
+
+    request = race.parse_request("ABCDEFGHABCDE", "draft", 3, False, 0, 1, 0, 16, False)
+    methods = compare.parse_methods(["draft", "lookup", "medusa", "layerskip"])
+    updates = list(compare.run_compare(tiny_models, request, methods))
+    state = updates[-1][0]
+    assert [x.method for x in state.lanes] == ["ar", "draft", "lookup", "medusa", "layerskip"]
+    medusa = state.lanes[3]
+    assert medusa.error and "Medusa heads" in medusa.error and not medusa.rounds  # the tiny target has none
+    rows = {r["method"]: r for r in state.summary()["methods"]}
+    for m in ("draft", "lookup", "layerskip"):
+        assert rows[m]["identical"] is True and rows[m]["speedup"] > 0
+    assert rows["ar"]["speedup"] == 1.0 and rows["medusa"]["error"]
+    table = compare.table_html(state)
+    assert "failed:" in table and table.count("<tr>") == 5  # header + ar + three that ran
+    assert compare.outputs_html(state).count("cmp-row") == 5 and len(compare.figure(state).data) == 4
+    assert "Fastest here" in compare.verdict_html(state) or "Plain decoding was fastest" in compare.verdict_html(state)
+    json_path, html_path = compare.downloads(state)
+    assert '"methods"' in open(json_path).read() and "plotly" in open(html_path).read()
+    with pytest.raises(ConfigError, match="at least one method"):
+        compare.parse_methods([])

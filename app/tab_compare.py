@@ -1,0 +1,64 @@
+"""The Compare tab: plain decoding and every chosen method on the Race tab's prompt and settings, one after another,
+each result streamed as it finishes."""
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from specdec_core.config import ConfigError
+from specdec_core.methods import REGISTRY
+
+from . import compare, race
+from .handling import bind, gpu, models
+from .render import message_html
+from .resources import STORE
+
+OUTPUTS = ("status", "verdict", "plot", "table", "outputs", "json_file", "html_file", "summary")
+
+
+@gpu
+def compare_handler(methods, prompt, num_draft_tokens, adaptive, temperature, top_p, seed, max_new_tokens, chat,
+                    cost_aware=True):
+    """Stream the comparison: dicts keyed by OUTPUTS names."""
+    try:
+        chosen = compare.parse_methods(methods)
+        request = race.parse_request(prompt, chosen[0], num_draft_tokens, adaptive, temperature, top_p, seed,
+                                     max_new_tokens, chat, cost_aware)
+        shown = 0.0
+        for state, status in compare.run_compare(models(), request, chosen, STORE.profile):
+            if time.perf_counter() - shown >= 1.0 or status.endswith(("done", "failed")):
+                yield {"status": message_html(status), "plot": compare.figure(state),
+                       "table": compare.table_html(state), "outputs": compare.outputs_html(state)}
+                shown = time.perf_counter()
+    except ConfigError as e:
+        raise gr.Error(str(e)) from None
+    json_file, html_file = compare.downloads(state)
+    yield {"status": message_html(f"Done: {len(chosen) + 1} runs, one after the other on {state.device}; each timed "
+                                  "on its own (tokens/s: decoding only)."),
+           "verdict": compare.verdict_html(state), "plot": compare.figure(state), "table": compare.table_html(state),
+           "outputs": compare.outputs_html(state), "json_file": json_file, "html_file": html_file,
+           "summary": state.summary()}
+
+
+def build(r: dict) -> None:
+    """Lay out and wire the tab; `r` holds the Race tab's components (the prompt and settings it compares on)."""
+    gr.Markdown("Race **every method** on the Race tab's prompt and settings: plain decoding first, then each method, "
+                "one after another (at the same time they would share the CPU and slow each other), each checked "
+                "against plain decoding.")
+    with gr.Row():
+        methods = gr.CheckboxGroup([(s.label, n) for n, s in REGISTRY.items()], value=list(REGISTRY),
+                                   label="Methods")
+        with gr.Column(scale=0, min_width=180):
+            run, stop = gr.Button("Compare ▶", variant="primary"), gr.Button("Stop ■", variant="stop")
+    o = {"status": gr.HTML(), "verdict": gr.HTML(), "plot": gr.Plot(label="Tokens over time"),
+         "table": gr.HTML(), "outputs": gr.HTML(elem_id="compare-outputs")}
+    with gr.Accordion("Downloads and run data", open=False):
+        with gr.Row():
+            o["json_file"], o["html_file"] = gr.File(label="Comparison (JSON)"), gr.File(label="Report (HTML)")
+        o["summary"] = gr.JSON(label="Summary")
+    inputs = [methods] + [r[k] for k in ("prompt", "k", "adaptive", "temperature", "top_p", "seed", "max_new", "chat",
+                                         "cost_aware")]
+    fn, outs = bind(compare_handler, {k: o[k] for k in OUTPUTS})
+    event = run.click(fn, inputs, outs, api_name="compare", concurrency_limit=1, show_progress="minimal")
+    stop.click(lambda: message_html("Stopped."), None, o["status"], cancels=[event], queue=False)
