@@ -52,7 +52,7 @@ def build(r: dict) -> None:
         with gr.Column(scale=0, min_width=180):
             run, stop = gr.Button("Compare ▶", variant="primary"), gr.Button("Stop ■", variant="stop")
     o = {"status": gr.HTML(), "verdict": gr.HTML(), "plot": gr.Plot(label="Tokens over time"),
-         "table": gr.HTML(), "outputs": gr.HTML(elem_id="compare-outputs")}
+         "table": gr.HTML(elem_id="compare-table"), "outputs": gr.HTML(elem_id="compare-outputs")}
     with gr.Accordion("Downloads and run data", open=False):
         with gr.Row():
             o["json_file"], o["html_file"] = gr.File(label="Comparison (JSON)"), gr.File(label="Report (HTML)")
