@@ -136,4 +136,6 @@ def by_category(records: list[RunRecord], categories: dict[str, str], greedy: bo
     for r in records:
         if category(r.prompt_id):
             out[category(r.prompt_id)].append(r)
-    return {c: summarise(rs, greedy=greedy, profile=profile) for c, rs in out.items()}
+    order = list(dict.fromkeys([REFERENCE] + [r.method for r in records]))  # the same method order in every category
+    return {c: sorted(summarise(rs, greedy=greedy, profile=profile), key=lambda row: order.index(row.method))
+            for c, rs in out.items()}
