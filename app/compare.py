@@ -15,6 +15,7 @@ from specdec_core.config import ConfigError
 from specdec_core.engine import SpeculativeEngine
 from specdec_core.methods import REFERENCE, REGISTRY
 from specdec_core.metrics import compare, compute_stats
+from specdec_core.profile import cost
 
 from . import figures, race
 from .render import message_html, round_pieces, tokens_html
@@ -51,10 +52,8 @@ class Comparing:
     def row(self, lane: Lane) -> dict:
         ref = self.reference
         s = compute_stats(lane.rounds)
-        timed = self.profile is not None and lane.method in self.profile.draft_ms
-        c = compare([s], [compute_stats(ref.rounds)] if ref.done else [], REGISTRY.get(lane.method) is not None
-                    and REGISTRY[lane.method].tree, self.profile.draft_ms[lane.method] if timed else None,
-                    self.profile.T if timed else None)
+        tree = lane.method in REGISTRY and REGISTRY[lane.method].tree
+        c = compare([s], [compute_stats(ref.rounds)] if ref.done else [], tree, cost(self.profile, lane.method))
         same = None if not (lane.done and ref.done) or lane is ref else lane.token_ids == ref.token_ids
         return {"method": lane.method, "tokens_per_second": s.tokens_per_second or None,
                 "speedup": 1.0 if lane is ref and lane.done else c.decode_speedup, "alpha": c.alpha, "tau": c.tau,
@@ -64,9 +63,11 @@ class Comparing:
         return {"device": self.device, "timing": "each method timed on its own, one after the other, same prompt; "
                 "tokens/s is decoding speed (prompt pass excluded)", "methods": [self.row(x) for x in self.lanes]}
 
-    def fastest(self) -> str | None:
-        rows = [r for r in self.summary()["methods"] if r["speedup"] and r["identical"] is not False]
-        return max(rows, key=lambda r: r["speedup"])["method"] if rows else None
+    @staticmethod
+    def fastest(rows: list[dict]) -> dict | None:
+        """The row with the highest speedup among those that ran and match plain decoding."""
+        ok = [r for r in rows if r["speedup"] and r["identical"] is not False]
+        return max(ok, key=lambda r: r["speedup"]) if ok else None
 
 
 def parse_methods(methods) -> list[str]:
@@ -141,16 +142,16 @@ def figure(state: Comparing) -> go.Figure:
 
 
 def verdict_html(state: Comparing) -> str:
-    best = state.fastest()
+    row = Comparing.fastest(state.summary()["methods"])
     wrong = [x.method for x in state.lanes[1:] if x.done and not x.error and x.token_ids != state.reference.token_ids]
     greedy = state.request.config.sampling.greedy
     if greedy and wrong:
         return message_html(f"✗ Differs from plain greedy decoding: {', '.join(wrong)}. Please report it.", "error")
-    row = next((r for r in state.summary()["methods"] if r["method"] == best), None)
-    if best is None or best == REFERENCE or row is None or row["speedup"] <= 1.0:
+    if row is None or row["method"] == REFERENCE or row["speedup"] <= 1.0:
         return message_html("Plain decoding was fastest on this prompt on this machine: no method paid here.", "warn")
     same = " Every output is identical to plain greedy decoding." if greedy else ""
-    return message_html(f"Fastest here: {REGISTRY[best].label}, {row['speedup']:.2f}× plain decoding.{same}", "ok")
+    return message_html(f"Fastest here: {REGISTRY[row['method']].label}, {row['speedup']:.2f}× plain decoding.{same}",
+                        "ok")
 
 
 def downloads(state: Comparing) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, Samp
 from specdec_core.methods import REGISTRY, parse_method
 from specdec_core.engine import SpeculativeEngine
 from specdec_core.metrics import compare, compute_stats, near_ties
+from specdec_core.profile import cost
 from specdec_core.session import encode_prompt
 from specdec_core.trace import Round
 
@@ -88,13 +89,6 @@ class RaceRecord:
     rounding: float = 0.0  # the target's measured |Δlogit| between forward shapes (0.0: bit-exact)
     shared: bool = False  # another race ran at the same time: both shared the machine, timings are not clean
 
-    def comparison(self):
-        """The one comparison model (metrics.compare), with the profile's prediction once it is measured."""
-        tree = REGISTRY[self.request.method].tree
-        p = self.profile
-        timed = p is not None and self.request.method in p.draft_ms
-        return compare([compute_stats(self.spec.rounds)], [compute_stats(self.ar.rounds)] if self.ar.rounds else [],
-                       tree, p.draft_ms[self.request.method] if timed else None, p.T if timed else None)
 
     def prediction(self, cmp) -> tuple[float | None, str]:
         """(predicted decode speedup, how): from the cost profile when it is measured; else the Leviathan bound
@@ -111,7 +105,8 @@ class RaceRecord:
 
     def summary(self) -> dict:
         s, a = compute_stats(self.spec.rounds), compute_stats(self.ar.rounds)
-        cmp = self.comparison()
+        method = self.request.method  # the one comparison model, with the profile's prediction once it is measured
+        cmp = compare([s], [a] if self.ar.rounds else [], REGISTRY[method].tree, cost(self.profile, method))
         predicted, how = self.prediction(cmp)
         return {
             "method": self.request.method,

@@ -228,9 +228,8 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench.aggregate import summarise
+    from .bench.aggregate import by_category, summarise
     from .bench.prompts import first, load_jsonl, suite
-    from .bench.aggregate import by_category
     from .bench.report import category_table, peer_lines, table, to_json, write_json, write_plot
     from .bench.runner import NEEDS_DRAFT, BenchConfig, PeakMemory, run_bench
 
@@ -270,7 +269,7 @@ def cmd_bench(args) -> int:
                                               "repeats": args.repeats, "suite": args.suite or str(args.prompts)})
         resumed = len(checkpoint.done)
         if resumed:
-            print(f"resuming from {args.resume}: {len(checkpoint.done)} prompt run(s) already done", file=sys.stderr)
+            print(f"resuming from {args.resume}: {resumed} prompt run(s) already done", file=sys.stderr)
     records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress,
                         checkpoint=checkpoint)
     rows = summarise(records, greedy=config.sampling.greedy, profile=profile)

@@ -129,8 +129,7 @@ class SpeculativeEngine:
         margin = self.target.rounding or 0.0
         if margin == 0.0 or not config.sampling.greedy:
             return []
-        rows = [0] + [i + 1 for i in verdict.path]
-        top2 = torch.topk(logits[rows[:emitted]].float(), 2, dim=-1).values
+        top2 = torch.topk(logits[verdict.path_rows[:emitted]].float(), 2, dim=-1).values
         return [i for i, gap in enumerate((top2[:, 0] - top2[:, 1]).tolist()) if gap <= 2 * margin]
 
     def _round(self, index, limit, draft, p_target, verdict, new, draft_s, verify_s, prefill_s, finished,
@@ -140,7 +139,7 @@ class SpeculativeEngine:
         sources = ([self.drafter.source] * n + [next_source])[: len(new)]
         q = draft.q_draft
         rows = draft.target_rows()
-        path_rows = [0] + [i + 1 for i in verdict.path]  # target rows along the accepted branch (chain: 0..n)
+        path_rows = verdict.path_rows
         next_dist = verdict.residual if verdict.residual is not None else p_target[path_rows[-1]]
         judged = {node: j for j, node in enumerate(verdict.tested)}
         on_path = set(verdict.path)

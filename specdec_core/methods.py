@@ -101,6 +101,18 @@ def build_drafter(method: str, target, draft=None, options: MethodOptions = Meth
     return NoDrafter() if method == REFERENCE else REGISTRY[method].build(target, draft, options)
 
 
+def buildable(target, draft=None, options: MethodOptions = MethodOptions()) -> tuple[dict, dict[str, str]]:
+    """({method: drafter} for every registered method that can run here, {method: why not} for the rest, e.g. no
+    Medusa heads trained for this target)."""
+    drafters, skipped = {}, {}
+    for name in REGISTRY:
+        try:
+            drafters[name] = build_drafter(name, target, draft, options)
+        except ConfigError as e:
+            skipped[name] = str(e)
+    return drafters, skipped
+
+
 def readme_table() -> str:
     """README's method table, as the registry says it (a test keeps README equal to this)."""
     rows = ["| method | drafter | q | tree | peers in the bench |", "|---|---|---|---|---|",

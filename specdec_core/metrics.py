@@ -30,17 +30,10 @@ class Stats:
 
     @staticmethod
     def from_dict(d: dict) -> "Stats":
-        """Back from to_dict (a bench JSON, a checkpoint); fields it lacks take their defaults."""
-        known = {f for f in Stats.__dataclass_fields__}
-        d = {k: v for k, v in d.items() if k in known}
-        d["draft_lengths"] = {int(k): v for k, v in (d.get("draft_lengths") or {}).items()}
-        drafted, rounds = d.get("drafted", 0), d.get("rounds", 0)
-        defaults = dict(target_forwards=rounds, accepted=0, per_position_acceptance=[], prefill_seconds=0.0,
-                        acceptance_rate=d.get("accepted", 0) / drafted if drafted else None,
-                        mean_tokens_per_round=d.get("new_tokens", 0) / rounds if rounds else 0.0, tokens_per_second=0.0)
-        d = {**defaults, **d}
-        d.setdefault("wall_seconds", d["draft_seconds"] + d["verify_seconds"] + d["prefill_seconds"])
-        return Stats(**d)
+        """Back from to_dict (a bench JSON, a checkpoint); a file written before `draft_lengths` or `near_ties` existed
+        reads back with them empty."""
+        known = {k: v for k, v in d.items() if k in Stats.__dataclass_fields__}
+        return Stats(**{**known, "draft_lengths": {int(k): v for k, v in (d.get("draft_lengths") or {}).items()}})
 
 
 def token_sources(rounds: list[Round]) -> list[str]:
@@ -159,10 +152,9 @@ def _rate(runs: list[Stats], seconds) -> float | None:
     return sum(s.new_tokens for s in runs) / total if total > 0 else None
 
 
-def compare(runs: list[Stats], reference: list[Stats], tree: bool = False, draft_ms: float | None = None,
-            target_ms=None) -> Comparison:
-    """`runs` of a method and `reference` runs of plain decoding (same prompts); a profile's `draft_ms` (this
-    method's) and `target_ms` (T(n)) give the prediction."""
+def compare(runs: list[Stats], reference: list[Stats], tree: bool = False, cost=None) -> Comparison:
+    """`runs` of a method and `reference` runs of plain decoding (same prompts); this machine's `cost` for the method
+    (a schedule.Cost: T(n) and draft ms per token, from `profile.cost`) gives the prediction."""
     decode = lambda s: s.draft_seconds + s.verify_seconds  # noqa: E731
     ratio = lambda a, b: a / b if a and b else None  # noqa: E731
     rounds = sum(s.rounds for s in runs)
@@ -173,11 +165,11 @@ def compare(runs: list[Stats], reference: list[Stats], tree: bool = False, draft
     c = (draft_s / drafted) / (verify_s / rounds) if drafted and verify_s > 0 else None
     per_position = pooled_positions(runs)
     predicted = bound = bound_v = None
-    if drafted and draft_ms is not None and target_ms is not None:
+    if drafted and cost is not None:
         lengths = Counter()
         for s in runs:
-            lengths.update({int(k): v for k, v in s.draft_lengths.items()})
-        predicted = predicted_speedup(per_position, lengths, draft_ms, target_ms, tree)
+            lengths.update(s.draft_lengths)
+        predicted = predicted_speedup(per_position, lengths, cost.draft_ms, cost.target_ms, tree)
     if drafted and not tree and c is not None:
         bound = speedup_bound(alpha, gamma, c)
         ref_rounds = sum(s.rounds for s in reference)

@@ -190,16 +190,10 @@ def drafter_timer(drafter, target: LanguageModel, gamma: int = 5):
 
 def drafter_timers(target: LanguageModel, draft: LanguageModel | None, options=None) -> dict:
     """A timer per method whose drafter can be built here (no draft model, no Medusa heads: left out)."""
-    from .config import ConfigError
-    from .methods import METHODS, MethodOptions, build_drafter
+    from .methods import MethodOptions, buildable
 
-    timers = {}
-    for method in METHODS[1:]:
-        try:
-            timers[method] = drafter_timer(build_drafter(method, target, draft, options or MethodOptions()), target)
-        except ConfigError:
-            pass
-    return timers
+    drafters, _ = buildable(target, draft, options or MethodOptions())
+    return {method: drafter_timer(drafter, target) for method, drafter in drafters.items()}
 
 
 def cost(profile: "Profile | None", method: str):

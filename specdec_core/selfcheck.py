@@ -12,23 +12,11 @@ import torch
 from .bench.aggregate import summarise
 from .bench.prompts import BenchPrompt, suite
 from .bench.runner import BenchConfig, run_bench
-from .config import ConfigError, GenerationConfig
-from .methods import METHODS, build_drafter
+from .config import GenerationConfig
+from .methods import buildable
 from .representation import describe, isa
 
 PROMPTS = (("humaneval", 2), ("chat", 1))  # the first two HumanEval problems and the first chat instruction
-
-
-def buildable(target, draft, options) -> tuple[tuple[str, ...], dict[str, str]]:
-    """(methods that can run here, {method: why not} for the rest: e.g. no Medusa heads trained for this target)."""
-    ok, skipped = [], {}
-    for method in METHODS[1:]:
-        try:
-            build_drafter(method, target, draft, options)
-            ok.append(method)
-        except ConfigError as e:
-            skipped[method] = str(e)
-    return tuple(ok), skipped
 
 
 def check(target, draft, tokenizer, profile, generation: GenerationConfig, options, progress: bool = True,
@@ -36,8 +24,8 @@ def check(target, draft, tokenizer, profile, generation: GenerationConfig, optio
     """Run every engine method on the prompts (default PROMPTS; interleaved, as the bench does) and report equality
     and speed."""
     prompts = prompts or [p for name, n in PROMPTS for p in suite(name, n)]
-    methods, skipped = buildable(target, draft, options)
-    config = BenchConfig(("ar",) + methods, generation, options, profile=profile)
+    drafters, skipped = buildable(target, draft, options)
+    config = BenchConfig(("ar",) + tuple(drafters), generation, options, profile=profile)
     t0 = time.perf_counter()
     records = run_bench(prompts, config, target, draft, tokenizer, progress=progress)
     rows = summarise(records, greedy=generation.sampling.greedy, profile=profile)

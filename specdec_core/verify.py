@@ -25,6 +25,11 @@ class Verdict:
     tested: tuple[int, ...] = ()  # draft nodes the target judged, in order (sampling: aligned with `uniforms`)
     tested_p: tuple[float, ...] = ()  # the probability each was judged with: p(x), or a tree's remaining r(x)
 
+    @property
+    def path_rows(self) -> list[int]:
+        """Rows of the verify forward along the accepted branch: row i decided emitted token i (a chain: 0..n)."""
+        return [0] + [i + 1 for i in self.path]
+
     @staticmethod
     def chain(n: int, next_token: int, is_bonus: bool, uniforms=(), residual=None, tested_p=()) -> "Verdict":
         return Verdict(n, next_token, is_bonus, tuple(uniforms), residual, tuple(range(n)),

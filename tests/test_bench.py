@@ -54,8 +54,12 @@ def test_parse_methods_puts_the_reference_first():
 
 
 def stats(tokens, rounds, drafted, accepted, draft_s, verify_s):
-    return {"new_tokens": tokens, "rounds": rounds, "drafted": drafted, "accepted": accepted,
-            "draft_seconds": draft_s, "verify_seconds": verify_s}
+    """A run's Stats as the bench stores it (to_dict), from the few numbers these tests vary."""
+    return {"new_tokens": tokens, "rounds": rounds, "target_forwards": rounds, "drafted": drafted, "accepted": accepted,
+            "acceptance_rate": accepted / drafted if drafted else None, "mean_tokens_per_round": tokens / rounds,
+            "per_position_acceptance": [], "draft_lengths": {}, "draft_seconds": draft_s, "verify_seconds": verify_s,
+            "prefill_seconds": 0.0, "wall_seconds": draft_s + verify_s,
+            "tokens_per_second": tokens / (draft_s + verify_s)}
 
 
 def records():

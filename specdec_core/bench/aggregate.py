@@ -5,6 +5,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from ..metrics import Stats, compare
+from ..profile import cost
 
 REFERENCE = "ar"
 OTHER_WEIGHTS = ("llamacpp-ar", "llamacpp-lookup")  # run the GGUF's own quantisation: timed, never compared
@@ -68,14 +69,14 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 def find_mismatches(records: list[RunRecord], reference: str = REFERENCE) -> dict[str, list[str]]:
     """method -> ["prompt (repeat r): differs at token i"] against the reference's output for the same prompt."""
     refs = {(r.prompt_id, r.repeat): r for r in records if r.method == reference}
-    ref = {k: r.token_ids for k, r in refs.items()}
     out: dict[str, list[str]] = defaultdict(list)
     for r in records:
-        if r.method == reference or r.method in OTHER_WEIGHTS or (r.prompt_id, r.repeat) not in ref:
+        ref = refs.get((r.prompt_id, r.repeat))
+        if r.method == reference or r.method in OTHER_WEIGHTS or ref is None:
             continue
-        i = first_difference(r.token_ids, ref[(r.prompt_id, r.repeat)])
+        i = first_difference(r.token_ids, ref.token_ids)
         if i is not None:
-            ties = {t for x in (r, refs[(r.prompt_id, r.repeat)]) for t in ((x.stats or {}).get("near_ties") or [])}
+            ties = {t for x in (r, ref) for t in ((x.stats or {}).get("near_ties") or [])}
             tie = " (a near-tie within the target's measured rounding)" if i in ties else ""
             out[r.method].append(f"{r.prompt_id} (repeat {r.repeat}): differs at token {i}{tie}")
     return dict(out)
@@ -102,9 +103,7 @@ def summarise(records: list[RunRecord], greedy: bool, no_bound: tuple[str, ...] 
         cmp, decode_tps, draft_s, verify_s = None, None, None, None
         if all(r.stats for r in runs):  # our engine's runs: the one comparison model (metrics.compare)
             stats = [Stats.from_dict(r.stats) for r in runs]
-            timed = profile is not None and method in profile.draft_ms
-            cmp = compare(stats, ref_stats, tree=method in no_bound, draft_ms=profile.draft_ms[method] if timed else None,
-                          target_ms=profile.T if timed else None)
+            cmp = compare(stats, ref_stats, method in no_bound, cost(profile, method))
             draft_s, verify_s = sum(s.draft_seconds for s in stats), sum(s.verify_seconds for s in stats)
             decode_tps = sum(s.new_tokens for s in stats) / (draft_s + verify_s) if draft_s + verify_s > 0 else None
         forward = sum(r.forward_seconds for r in runs)

@@ -22,7 +22,8 @@ class Checkpoint:
             self.path.write_text(json.dumps({"run": self.key}) + "\n")
 
     def _read(self) -> None:
-        lines = self.path.read_text().splitlines()
+        text = self.path.read_text()
+        lines = text.splitlines()
         try:
             head = json.loads(lines[0])["run"]
         except (json.JSONDecodeError, KeyError, TypeError, IndexError):
@@ -40,7 +41,7 @@ class Checkpoint:
                 break  # a line cut short when the run was killed: that prompt runs again
             self.done[(row["prompt_id"], row["repeat"])] = records
             kept.append(line)
-        if len(kept) < len(lines) or not self.path.read_text().endswith("\n"):
+        if len(kept) < len(lines) or not text.endswith("\n"):
             self.path.write_text("\n".join(kept) + "\n")  # drop the cut line, so appends start on a fresh one
 
     def records(self, prompt_id: str, repeat: int) -> list[RunRecord] | None:

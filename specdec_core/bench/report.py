@@ -23,7 +23,8 @@ def table(rows: list[MethodSummary]) -> str:
             "| draft s | verify s | overhead | peak RSS | greedy = ar |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        same = "other weights" if r.method in OTHER_WEIGHTS else "–" if not r.compared else (f"✗ {r.mismatch_count} of {r.compared}" if r.mismatches else "✓")
+        same = ("other weights" if r.method in OTHER_WEIGHTS else "–" if not r.compared else
+                f"✗ {r.mismatch_count} of {r.compared}" if r.mismatches else "✓")
         lines.append(
             f"| {r.method} | {r.tokens} | {r.tokens_per_second:.2f} | {_f(r.speedup, '.2f', '×')} "
             f"| {_f(r.decode_speedup, '.2f', '×')} | {_f(r.predicted_speedup, '.2f', '×')} "
