@@ -61,7 +61,7 @@ class Comparing:
 
     def summary(self) -> dict:
         return {"device": self.device, "timing": "each method timed on its own, one after the other, same prompt; "
-                "tokens/s is decoding speed (prompt pass excluded)", "methods": [self.row(x) for x in self.lanes]}
+                "tokens/s is decoding speed; the prompt pass ran once and every lane started from its own copy of that cache", "methods": [self.row(x) for x in self.lanes]}
 
     @staticmethod
     def fastest(rows: list[dict]) -> dict | None:
@@ -79,17 +79,19 @@ def parse_methods(methods) -> list[str]:
 
 def run_compare(models, request: race.RaceRequest, methods: list[str], profile=None):
     """Yield (comparing, status) after every round of every lane; a lane that fails records its error and the rest
-    go on."""
+    go on. The target's prompt pass runs once: every lane starts from its own copy of the same cache."""
     prompt_ids, _ = race.prepare(models, dataclasses.replace(request, method=methods[0]), profile)
     lanes = [Lane(REFERENCE, "plain autoregressive")] + [Lane(m, REGISTRY[m].label) for m in methods]
     state = Comparing(request, lanes, models.device_label, profile)
     with race.RUNNING:
+        yield state, "Prompt pass (once, shared by every lane)…"
+        prefix = SpeculativeEngine(models.target, None, models.eos).prefill(prompt_ids)
         for lane in lanes:
             detok = Detokenizer(models.tokenizer)
             try:
                 engine = (SpeculativeEngine(models.target, None, models.eos) if lane.method == REFERENCE else
                           race.prepare(models, dataclasses.replace(request, method=lane.method), profile)[1])
-                for r in engine.generate(prompt_ids, request.config):
+                for r in engine.generate(prompt_ids, request.config, prefix):
                     lane.rounds.append(r)
                     lane.pieces.extend(round_pieces(r, detok))
                     yield state, f"Running {lane.label}… {len(lane.token_ids)} tokens"

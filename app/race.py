@@ -214,15 +214,17 @@ RUNNING = Running()
 
 def run_race(models: Models, request: RaceRequest, profile=None):
     """Yield (record, status) after every round of the speculative run, then of the plain run. Each request has its
-    own engine state and drafter state; the models and drafters are shared read-only."""
+    own engine state and drafter state; the models and drafters are shared read-only. The prompt pass runs once and
+    each lane starts from its own copy of it (each reports that pass as its own prompt time)."""
     prompt_ids, spec_engine = prepare(models, request, profile)
     record = RaceRecord(request, prompt_ids, RunView(REGISTRY[request.method].label, Detokenizer(models.tokenizer)),
                         RunView("plain autoregressive", Detokenizer(models.tokenizer)), models.device_label, profile,
                         models.target.rounding or 0.0)
     with RUNNING:
+        prefix = spec_engine.prefill(prompt_ids)  # one prompt pass, the same bits for both lanes
         for view, engine in ((record.spec, spec_engine), (record.ar, SpeculativeEngine(models.target, None, models.eos))):
             name = "speculative" if view is record.spec else "plain autoregressive"
-            for r in engine.generate(prompt_ids, request.config):
+            for r in engine.generate(prompt_ids, request.config, prefix):
                 view.add(r)
                 record.shared |= RUNNING.count > 1
                 yield record, f"Running {name}… round {r.index + 1}, {len(view.token_ids)} tokens"

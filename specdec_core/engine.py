@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
 from .config import ConfigError, GenerationConfig
 from .drafters.base import Draft, DraftContext, Drafter, NoDrafter
-from .kv import crop, keep, new_cache
+from .kv import copy_cache, crop, keep, new_cache
 from .lm import LanguageModel
 from .sampling import logits_to_probs
 from .schedule import Cost, DraftLengthSchedule
@@ -44,6 +45,18 @@ class Clock:
         return time.perf_counter()
 
 
+@dataclass(frozen=True)
+class Prefix:
+    """A prompt pass done once: the target's cache over every prompt token but the last, and what it cost. Runs of
+    the same prompt on the same target (a race's two lanes, Compare's six) each start from their own copy of it: the
+    same cache, bit for bit, that their own prompt pass would have computed, so a shared pass changes no token."""
+
+    target: object  # the LanguageModel that computed it
+    tokens: tuple[int, ...]
+    cache: object  # DynamicCache; copied by every run, never written to
+    seconds: float  # the prompt pass's measured time: every run reports it as its own prompt pass
+
+
 class SpeculativeEngine:
     def __init__(self, target: LanguageModel, drafter: Drafter | None = None, eos_token_ids: tuple[int, ...] = (),
                  cost: Cost | None = None):
@@ -53,22 +66,35 @@ class SpeculativeEngine:
         self.eos = frozenset(eos_token_ids)
         self.clock = Clock(target.device)
 
-    def generate(self, prompt_ids: list[int], config: GenerationConfig) -> Iterator[Round]:
-        """Yield rounds until EOS, max_new_tokens or the context limit. Greedy output equals plain greedy decoding;
-        sampled output is distributed exactly as sampling from the target."""
+    def prefill(self, prompt_ids: list[int]) -> Prefix:
+        """The prompt pass alone, to share between runs of this prompt on this target (`generate(..., prefix=)`)."""
+        self._check_prompt(prompt_ids)
+        cache = new_cache()
+        t0 = self.clock()
+        if len(prompt_ids) > 1:
+            self.target.prefill(list(prompt_ids[:-1]), cache)
+        return Prefix(self.target, tuple(prompt_ids[:-1]), cache, self.clock() - t0)
+
+    def _check_prompt(self, prompt_ids: list[int]) -> None:
         if not prompt_ids:
             raise ConfigError("the prompt is empty")
         if len(prompt_ids) >= self.target.max_positions:
             raise ConfigError(f"the prompt has {len(prompt_ids)} tokens; the model's limit is {self.target.max_positions}")
+
+    def generate(self, prompt_ids: list[int], config: GenerationConfig, prefix: Prefix | None = None) -> Iterator[Round]:
+        """Yield rounds until EOS, max_new_tokens or the context limit. Greedy output equals plain greedy decoding;
+        sampled output is distributed exactly as sampling from the target. With a `prefix` (this engine's `prefill`
+        of the same prompt, or another engine's on the same target) the run starts from a copy of its cache."""
+        if prefix is None:
+            prefix = self.prefill(prompt_ids)
+        elif prefix.target is not self.target or prefix.tokens != tuple(prompt_ids[:-1]):
+            raise ValueError("this prefix was computed for another prompt or another target")
         generator = make_generator(config.seed, self.target.device)
         state = self.drafter.start()  # this request's drafter state (caches); the drafter itself is shared
         schedule = DraftLengthSchedule(config.draft, self.cost)
         tokens = list(prompt_ids)
-        cache = new_cache()
-        t0 = self.clock()
-        if len(tokens) > 1:
-            self.target.prefill(tokens[:-1], cache)  # the cache: every committed token but the last
-        prefill = self.clock() - t0
+        cache = copy_cache(prefix.cache)  # every committed token but the last
+        prefill = prefix.seconds
         last_hidden = None
         produced = 0
         index = 0

@@ -1,6 +1,8 @@
 """KV caches and their verbs: crop (roll back to a length) and keep (retain a prefix plus chosen positions)."""
 from __future__ import annotations
 
+import copy
+
 import torch
 from transformers import DynamicCache
 
@@ -8,6 +10,11 @@ from transformers import DynamicCache
 def new_cache() -> DynamicCache:
     """An empty cache that grows per layer as the model writes to it."""
     return DynamicCache()
+
+
+def copy_cache(cache: DynamicCache) -> DynamicCache:
+    """An independent copy (its own tensors): one prompt pass can seed many runs, each growing its own copy."""
+    return copy.deepcopy(cache)
 
 
 def cache_length(cache: DynamicCache) -> int:

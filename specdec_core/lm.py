@@ -55,8 +55,8 @@ class LanguageModel:
 
     @torch.inference_mode()
     def prefill(self, token_ids: list[int], cache: DynamicCache) -> None:
-        """Fill the cache with a prompt (no logits). Runs the stock fused attention even in exact mode: both lanes of a
-        race share their prompt pass, and the per-query exact attention costs time over hundreds of positions."""
+        """Fill the cache with a prompt (no logits). Runs the stock fused attention even in exact mode: every run of a
+        prompt starts from the same prompt pass (engine.Prefix), and the per-query exact attention costs time over hundreds of positions."""
         from .exact import fused
 
         with fused():

