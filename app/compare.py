@@ -1,5 +1,6 @@
 """Compare: plain decoding, then every chosen method, one after another on the same prompt (never at once: on a shared
-CPU they would slow each other), each checked against plain decoding and measured with the one comparison model."""
+CPU they would slow each other), each checked against plain decoding and measured with the one comparison model.
+On a suite (one question per Spec-Bench category) it does that prompt by prompt and adds the per-category view."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from specdec_core.bench.prompts import suite
+from specdec_core.bench.report import category_figure
 from specdec_core.config import ConfigError
 from specdec_core.engine import SpeculativeEngine
 from specdec_core.methods import REFERENCE, REGISTRY
@@ -21,10 +24,13 @@ from . import figures, race
 from .render import message_html, round_pieces, tokens_html
 from .tokens import Detokenizer
 
+ONE_PROMPT = "the Race tab's prompt"
+SUITES = {ONE_PROMPT: None, "specbench-mini: one question per category (6 prompts, first turn)": "specbench-mini"}
+
 
 @dataclass
 class Lane:
-    """One method's run (or its error)."""
+    """One method's run on one prompt (or its error)."""
 
     method: str
     label: str
@@ -39,29 +45,65 @@ class Lane:
 
 
 @dataclass
-class Comparing:
-    request: race.RaceRequest  # its method is unused: every lane has its own
+class Item:
+    """One prompt of a comparison and its lanes: ar first, then each method."""
+
+    id: str
+    category: str
+    request: race.RaceRequest
     lanes: list[Lane]
+
+
+@dataclass
+class Comparing:
+    items: list[Item]
     device: str
     profile: object | None = None
+    current: int = 0  # the item running (or the last one)
 
     @property
-    def reference(self) -> Lane:
-        return self.lanes[0]
+    def request(self) -> race.RaceRequest:
+        return self.items[0].request
 
-    def row(self, lane: Lane) -> dict:
-        ref = self.reference
-        s = compute_stats(lane.rounds)
-        tree = lane.method in REGISTRY and REGISTRY[lane.method].tree
-        c = compare([s], [compute_stats(ref.rounds)] if ref.done else [], tree, cost(self.profile, lane.method))
-        same = None if not (lane.done and ref.done) or lane is ref else lane.token_ids == ref.token_ids
-        return {"method": lane.method, "tokens_per_second": s.tokens_per_second or None,
-                "speedup": 1.0 if lane is ref and lane.done else c.decode_speedup, "alpha": c.alpha, "tau": c.tau,
-                "predicted_speedup": c.predicted, "identical": same, "error": lane.error, "tokens": s.new_tokens}
+    @property
+    def lanes(self) -> list[Lane]:
+        """The current prompt's lanes (what the outputs and the chart show)."""
+        return self.items[self.current].lanes
+
+    @property
+    def methods(self) -> list[str]:
+        return [x.method for x in self.items[0].lanes]
+
+    def row(self, method: str, items: list[Item] | None = None) -> dict:
+        """One method pooled over `items` (all by default), paired prompt by prompt with ar's finished runs."""
+        pairs = [(it.lanes[self.methods.index(method)], it.lanes[0]) for it in (items or self.items)]
+        error = next((lane.error for lane, _ in pairs if lane.error), None)
+        ran = [(lane, ref) for lane, ref in pairs if lane.rounds]
+        done = [(lane, ref) for lane, ref in ran if lane.done and ref.done and not lane.error]
+        stats = [compute_stats(lane.rounds) for lane, _ in ran]
+        tree = method in REGISTRY and REGISTRY[method].tree
+        c = compare(stats, [compute_stats(ref.rounds) for _, ref in done], tree, cost(self.profile, method)) \
+            if stats else None
+        tokens = sum(s.new_tokens for s in stats)
+        decode_s = sum(s.draft_seconds + s.verify_seconds for s in stats)
+        same = None if method == REFERENCE or not done else all(x.token_ids == r.token_ids for x, r in done)
+        finished = bool(ran) and all(lane.done for lane, _ in ran)
+        return {"method": method, "tokens_per_second": tokens / decode_s if decode_s > 0 else None,
+                "speedup": (1.0 if finished else None) if method == REFERENCE else c and c.decode_speedup,
+                "alpha": c and c.alpha, "tau": c and c.tau, "predicted_speedup": c and c.predicted,
+                "identical": same, "error": error, "tokens": tokens}
+
+    def by_category(self) -> dict[str, dict[str, dict]]:
+        cats = list(dict.fromkeys(it.category for it in self.items if it.category))
+        return {c: {m: self.row(m, [it for it in self.items if it.category == c]) for m in self.methods} for c in cats}
 
     def summary(self) -> dict:
-        return {"device": self.device, "timing": "each method timed on its own, one after the other, same prompt; "
-                "tokens/s is decoding speed; the prompt pass ran once and every lane started from its own copy of that cache", "methods": [self.row(x) for x in self.lanes]}
+        out = {"device": self.device, "timing": "each method timed on its own, one after the other, same prompt; "
+               "tokens/s is decoding speed; the prompt pass ran once and every lane started from its own copy of "
+               "that cache", "prompts": [it.id for it in self.items], "methods": [self.row(m) for m in self.methods]}
+        if len(self.items) > 1:
+            out["by_category"] = self.by_category()
+        return out
 
     @staticmethod
     def fastest(rows: list[dict]) -> dict | None:
@@ -77,31 +119,53 @@ def parse_methods(methods) -> list[str]:
     return chosen
 
 
-def run_compare(models, request: race.RaceRequest, methods: list[str], profile=None):
+def items_for(request: race.RaceRequest, choice: str | None, methods: list[str]) -> list[Item]:
+    """The Race tab's prompt, or the first question of each category of a suite (chat, first turn)."""
+    if choice not in (None, "", *SUITES):
+        raise ConfigError(f"Unknown prompt set {choice!r}; choose one of: {', '.join(SUITES)}.")
+    name = SUITES.get(choice or ONE_PROMPT)
+    prompts = [("prompt", "", request)]
+    if name:
+        first = {}
+        for p in suite(name):
+            first.setdefault(p.category, p)
+        prompts = [(p.id, p.category, dataclasses.replace(request, prompt=p.prompt, chat=True))
+                   for p in first.values()]
+    lanes = lambda: [Lane(REFERENCE, "plain autoregressive")] + [Lane(m, REGISTRY[m].label) for m in methods]  # noqa
+    return [Item(i, cat, req, lanes()) for i, cat, req in prompts]
+
+
+def run_compare(models, request: race.RaceRequest, methods: list[str], profile=None, choice: str | None = None):
     """Yield (comparing, status) after every round of every lane; a lane that fails records its error and the rest
-    go on. The target's prompt pass runs once: every lane starts from its own copy of the same cache."""
-    prompt_ids, _ = race.prepare(models, dataclasses.replace(request, method=methods[0]), profile)
-    lanes = [Lane(REFERENCE, "plain autoregressive")] + [Lane(m, REGISTRY[m].label) for m in methods]
-    state = Comparing(request, lanes, models.device_label, profile)
+    go on. The target's prompt pass runs once per prompt: every lane starts from its own copy of the same cache."""
+    state = Comparing(items_for(request, choice, methods), models.device_label, profile)
     with race.RUNNING:
-        yield state, "Prompt pass (once, shared by every lane)…"
-        prefix = SpeculativeEngine(models.target, None, models.eos).prefill(prompt_ids)
-        for lane in lanes:
-            detok = Detokenizer(models.tokenizer)
-            try:
-                engine = (SpeculativeEngine(models.target, None, models.eos) if lane.method == REFERENCE else
-                          race.prepare(models, dataclasses.replace(request, method=lane.method), profile)[1])
-                for r in engine.generate(prompt_ids, request.config, prefix):
-                    lane.rounds.append(r)
-                    lane.pieces.extend(round_pieces(r, detok))
-                    yield state, f"Running {lane.label}… {len(lane.token_ids)} tokens"
-            except ConfigError as e:
-                lane.error = str(e)
-            except Exception as e:  # noqa: BLE001 - one failed method must not stop the others; shown in its row
-                lane.error = f"{type(e).__name__}: {e}"
-            lane.done = True
-            yield state, f"{lane.label}: {'failed' if lane.error else 'done'}"
+        for n, item in enumerate(state.items):
+            state.current = n
+            where = f" ({item.category} {n + 1}/{len(state.items)})" if len(state.items) > 1 else ""
+            prompt_ids, _ = race.prepare(models, dataclasses.replace(item.request, method=methods[0]), profile)
+            yield state, f"Prompt pass{where} (once, shared by every lane)…"
+            prefix = SpeculativeEngine(models.target, None, models.eos).prefill(prompt_ids)
+            for lane in item.lanes:
+                yield from _run_lane(models, item.request, lane, prompt_ids, prefix, profile, where, state)
     yield state, "Done."
+
+
+def _run_lane(models, request, lane: Lane, prompt_ids, prefix, profile, where: str, state):
+    detok = Detokenizer(models.tokenizer)
+    try:
+        engine = (SpeculativeEngine(models.target, None, models.eos) if lane.method == REFERENCE else
+                  race.prepare(models, dataclasses.replace(request, method=lane.method), profile)[1])
+        for r in engine.generate(prompt_ids, request.config, prefix):
+            lane.rounds.append(r)
+            lane.pieces.extend(round_pieces(r, detok))
+            yield state, f"Running {lane.label}{where}… {len(lane.token_ids)} tokens"
+    except ConfigError as e:
+        lane.error = str(e)
+    except Exception as e:  # noqa: BLE001 - one failed method must not stop the others; shown in its row
+        lane.error = f"{type(e).__name__}: {e}"
+    lane.done = True
+    yield state, f"{lane.label}{where}: {'failed' if lane.error else 'done'}"
 
 
 def _f(v, spec="{:.2f}"):
@@ -121,14 +185,19 @@ def table_html(state: Comparing) -> str:
         rows.append(f"<tr><td>{html.escape(r['method'])}</td><td>{_f(r['tokens_per_second'])}</td>"
                     f"<td>{_f(r['speedup'], '{:.2f}×')}</td><td>{_f(r['alpha'])}</td><td>{_f(r['tau'])}</td>"
                     f"<td>{_f(r['predicted_speedup'], '{:.2f}×')}</td><td>{same}</td></tr>")
-    return f"<table class='steps'>{head}{''.join(rows)}</table>"
+    pooled = (f"<caption>pooled over {len(state.items)} prompts (decoding tokens/s; speedup over ar on the same "
+              f"prompts)</caption>" if len(state.items) > 1 else "")
+    return f"<table class='steps'>{pooled}{head}{''.join(rows)}</table>"
 
 
 def outputs_html(state: Comparing) -> str:
+    item = state.items[state.current]
+    title = (f"<div class='cmp-prompt'>{html.escape(item.category)}: {html.escape(item.id)}</div>"
+             if len(state.items) > 1 else "")
     parts = [f"<div class='cmp-row'><b>{html.escape(x.label)}</b>"
              f"{tokens_html(x.pieces, False, 'failed: see the table' if x.error else 'waiting…')}</div>"
              for x in state.lanes]
-    return "".join(parts)
+    return title + "".join(parts)
 
 
 def figure(state: Comparing) -> go.Figure:
@@ -137,30 +206,47 @@ def figure(state: Comparing) -> go.Figure:
         if lane.rounds:
             x, y = figures.progress_points(lane.rounds)
             fig.add_trace(go.Scatter(x=x, y=y, name=lane.label, mode="lines", line=dict(width=3, shape="hv")))
-    fig.update_layout(title="Every method against plain decoding: tokens over time (each timed on its own)",
+    item = state.items[state.current]
+    on = f" · {item.category} ({item.id})" if len(state.items) > 1 else ""
+    fig.update_layout(title=f"Every method against plain decoding: tokens over time (each timed on its own){on}",
                       xaxis_title="seconds since that run started", yaxis_title="tokens generated",
                       **{**figures.LAYOUT, "height": 440})
     return fig
 
 
+def category_plot(state: Comparing) -> go.Figure | None:
+    """Speedup over ar by method, per category (the Spec-Bench view); None for a single prompt."""
+    if len(state.items) < 2:
+        return None
+    cats = {c: {m: row["speedup"] for m, row in rows.items() if m != REFERENCE}
+            for c, rows in state.by_category().items()}
+    return category_figure(cats, "Decoding speedup over ar by category (this machine, one question each)")
+
+
 def verdict_html(state: Comparing) -> str:
-    row = Comparing.fastest(state.summary()["methods"])
-    wrong = [x.method for x in state.lanes[1:] if x.done and not x.error and x.token_ids != state.reference.token_ids]
+    summary = state.summary()
+    row = Comparing.fastest(summary["methods"])
+    wrong = [r["method"] for r in summary["methods"] if r["identical"] is False]
     greedy = state.request.config.sampling.greedy
     if greedy and wrong:
         return message_html(f"✗ Differs from plain greedy decoding: {', '.join(wrong)}. Please report it.", "error")
+    on = f" over {len(state.items)} prompts" if len(state.items) > 1 else ""
     if row is None or row["method"] == REFERENCE or row["speedup"] <= 1.0:
-        return message_html("Plain decoding was fastest on this prompt on this machine: no method paid here.", "warn")
+        return message_html(f"Plain decoding was fastest{on or ' on this prompt'} on this machine: no method paid "
+                            "here.", "warn")
     same = " Every output is identical to plain greedy decoding." if greedy else ""
-    return message_html(f"Fastest here: {REGISTRY[row['method']].label}, {row['speedup']:.2f}× plain decoding.{same}",
-                        "ok")
+    return message_html(f"Fastest here{on}: {REGISTRY[row['method']].label}, {row['speedup']:.2f}× plain decoding."
+                        f"{same}", "ok")
 
 
 def downloads(state: Comparing) -> tuple[str, str]:
     out = Path(tempfile.mkdtemp(prefix="specdec-compare-"))
-    data = {"summary": state.summary(), "lanes": {x.method: [r.to_dict() for r in x.rounds] for x in state.lanes}}
+    data = {"summary": state.summary(),
+            "runs": {it.id: {x.method: [r.to_dict() for r in x.rounds] for x in it.lanes} for it in state.items}}
     (out / "specdec-compare.json").write_text(json.dumps(data, indent=1))
+    charts = [f for f in (category_plot(state), figure(state)) if f is not None]
     (out / "specdec-compare.html").write_text(
-        "<html><head><meta charset='utf-8'><title>specdec compare</title></head><body>"
-        + table_html(state) + figure(state).to_html(full_html=False, include_plotlyjs="inline") + "</body></html>")
+        "<html><head><meta charset='utf-8'><title>specdec compare</title></head><body>" + table_html(state)
+        + "".join(f.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False)
+                  for i, f in enumerate(charts)) + "</body></html>")
     return str(out / "specdec-compare.json"), str(out / "specdec-compare.html")

@@ -14,51 +14,65 @@ from .handling import bind, gpu, models
 from .render import message_html
 from .resources import STORE
 
-OUTPUTS = ("status", "verdict", "plot", "table", "outputs", "json_file", "html_file", "summary")
+OUTPUTS = ("status", "verdict", "plot", "category_plot", "table", "outputs", "json_file", "html_file", "summary")
+
+
+def _categories(state):
+    fig = compare.category_plot(state)
+    return gr.update(value=fig, visible=fig is not None)
 
 
 @gpu
 def compare_handler(methods, prompt, num_draft_tokens, adaptive, temperature, top_p, seed, max_new_tokens, chat,
-                    cost_aware=True):
+                    cost_aware=True, prompt_set=compare.ONE_PROMPT):
     """Stream the comparison: dicts keyed by OUTPUTS names."""
     try:
         chosen = compare.parse_methods(methods)
         request = race.parse_request(prompt, chosen[0], num_draft_tokens, adaptive, temperature, top_p, seed,
                                      max_new_tokens, chat, cost_aware)
         shown = 0.0
-        for state, status in compare.run_compare(models(), request, chosen, STORE.profile):
+        for state, status in compare.run_compare(models(), request, chosen, STORE.profile, prompt_set):
             if time.perf_counter() - shown >= 1.0 or status.endswith(("done", "failed")):
                 yield {"status": message_html(status), "plot": compare.figure(state),
+                       "category_plot": _categories(state),
                        "table": compare.table_html(state), "outputs": compare.outputs_html(state)}
                 shown = time.perf_counter()
     except ConfigError as e:
         raise gr.Error(str(e)) from None
     json_file, html_file = compare.downloads(state)
-    yield {"status": message_html(f"Done: {len(chosen) + 1} runs, one after the other on {state.device}; each timed "
-                                  "on its own (tokens/s: decoding only)."),
-           "verdict": compare.verdict_html(state), "plot": compare.figure(state), "table": compare.table_html(state),
+    runs = (len(chosen) + 1) * len(state.items)
+    yield {"status": message_html(f"Done: {runs} runs, one after the other on {state.device}; each timed on its own "
+                                  "(tokens/s: decoding only)."),
+           "verdict": compare.verdict_html(state), "plot": compare.figure(state),
+           "category_plot": _categories(state), "table": compare.table_html(state),
            "outputs": compare.outputs_html(state), "json_file": json_file, "html_file": html_file,
            "summary": state.summary()}
 
 
 def build(r: dict) -> None:
     """Lay out and wire the tab; `r` holds the Race tab's components (the prompt and settings it compares on)."""
-    gr.Markdown("Race **every method** on the Race tab's prompt and settings: plain decoding first, then each method, "
+    gr.Markdown("Race **every method** on the Race tab's prompt (or a suite) and settings: plain decoding first, then "
+                "each method, "
                 "one after another (at the same time they would share the CPU and slow each other), each checked "
                 "against plain decoding.")
     with gr.Row():
-        methods = gr.CheckboxGroup([(s.label, n) for n, s in REGISTRY.items()], value=list(REGISTRY),
-                                   label="Methods")
+        with gr.Column(scale=3):
+            methods = gr.CheckboxGroup([(s.label, n) for n, s in REGISTRY.items()], value=list(REGISTRY),
+                                       label="Methods")
+            prompt_set = gr.Radio(list(compare.SUITES), value=compare.ONE_PROMPT, label="Prompts",
+                                  info="a suite runs every method on each prompt in turn (about 6× as long) and adds "
+                                       "the speedup by category")
         with gr.Column(scale=0, min_width=180):
             run, stop = gr.Button("Compare ▶", variant="primary"), gr.Button("Stop ■", variant="stop")
     o = {"status": gr.HTML(), "verdict": gr.HTML(), "plot": gr.Plot(label="Tokens over time"),
+         "category_plot": gr.Plot(label="By category", visible=False),
          "table": gr.HTML(elem_id="compare-table"), "outputs": gr.HTML(elem_id="compare-outputs")}
     with gr.Accordion("Downloads and run data", open=False):
         with gr.Row():
             o["json_file"], o["html_file"] = gr.File(label="Comparison (JSON)"), gr.File(label="Report (HTML)")
         o["summary"] = gr.JSON(label="Summary")
     inputs = [methods] + [r[k] for k in ("prompt", "k", "adaptive", "temperature", "top_p", "seed", "max_new", "chat",
-                                         "cost_aware")]
+                                         "cost_aware")] + [prompt_set]
     fn, outs = bind(compare_handler, {k: o[k] for k in OUTPUTS})
     event = run.click(fn, inputs, outs, api_name="compare", concurrency_limit=1, show_progress="minimal")
     stop.click(lambda: message_html("Stopped."), None, o["status"], cancels=[event], queue=False)

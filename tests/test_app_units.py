@@ -263,3 +263,29 @@ def test_compare_runs_every_method_after_ar_and_survives_a_failing_one(tiny_mode
     assert '"methods"' in open(json_path).read() and "plotly" in open(html_path).read()
     with pytest.raises(ConfigError, match="at least one method"):
         compare.parse_methods([])
+    assert compare.category_plot(state) is None and "by_category" not in state.summary()
+
+
+def test_compare_on_a_suite_runs_each_category_and_pools(tiny_models):
+    """A suite: one question per Spec-Bench category, every method on each, per-category and pooled rows."""
+    from app import compare
+
+    request = race.parse_request("unused", "draft", 3, False, 0, 1, 0, 6, False)
+    choice = next(k for k, v in compare.SUITES.items() if v == "specbench-mini")
+    updates = list(compare.run_compare(tiny_models, request, ["draft", "lookup"], None, choice))
+    state = updates[-1][0]
+    cats = state.by_category()
+    assert len(state.items) == len(cats) == 6 and all(it.request.chat for it in state.items)
+    assert all(set(rows) == {"ar", "draft", "lookup"} for rows in cats.values())
+    for it in state.items:  # each prompt's lanes: ar first, every output identical to it
+        assert [x.method for x in it.lanes] == ["ar", "draft", "lookup"] and all(x.done for x in it.lanes)
+        assert all(x.token_ids == it.lanes[0].token_ids for x in it.lanes)
+    pooled = {r["method"]: r for r in state.summary()["methods"]}
+    assert pooled["draft"]["tokens"] == sum(cats[c]["draft"]["tokens"] for c in cats) > 0
+    assert pooled["draft"]["identical"] is True and pooled["ar"]["speedup"] == 1.0
+    fig = compare.category_plot(state)
+    assert [t.name for t in fig.data] == ["draft", "lookup"] and list(fig.data[0].x) == list(cats)
+    assert "pooled over 6 prompts" in compare.table_html(state)
+    assert '"by_category"' in open(compare.downloads(state)[0]).read()
+    with pytest.raises(ConfigError, match="Unknown prompt set"):
+        compare.items_for(request, "every prompt ever", ["draft"])

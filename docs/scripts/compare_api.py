@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Start app.py on a free port, run the Compare tab through its `compare` API on the page's default example
 (HumanEval/0, every method, the page's default settings) and print the wall time and the table. Reproduces the
-figure in docs/performance.md: `python docs/scripts/compare_api.py` from the project root."""
+figure in docs/performance.md: `python docs/scripts/compare_api.py` from the project root. SUITE=1 compares on the
+specbench-mini suite (one question per category) instead and prints the per-category speedups too."""
 import json
 import os
 import socket
@@ -45,7 +46,12 @@ try:
                 raise
             time.sleep(5)
     t = time.time()
-    out = c.predict(prompt=prompt, api_name="/compare")
+    sys.path.insert(0, os.getcwd())
+    from app.compare import SUITES
+
+    choices = list(SUITES)
+    out = c.predict(prompt=prompt, prompt_set=choices[1] if os.environ.get("SUITE") == "1" else choices[0],
+                    api_name="/compare")
     wall = time.time() - t
     summary = out[-1]
     if isinstance(summary, str) and os.path.exists(summary):
@@ -55,6 +61,8 @@ try:
         f = lambda v, s="{:.2f}": "-" if v is None else s.format(v)  # noqa: E731
         print(f"{r['method']:12s} {f(r['tokens_per_second'])} tok/s  speedup {f(r['speedup'])}  predicted "
               f"{f(r['predicted_speedup'])}  identical {r['identical']}  {r['error'] or ''}")
+    for cat, rows in summary.get("by_category", {}).items():
+        print(f"{cat:16s} " + "  ".join(f"{m} {f(r['speedup'])}" for m, r in rows.items() if m != "ar"))
 finally:
     p.terminate()
     p.wait(timeout=60)

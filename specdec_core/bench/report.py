@@ -84,23 +84,23 @@ def write_plot(path: Path, meta: dict, rows: list[MethodSummary], records: list[
     fig.update_layout(title=f"specdec bench — {meta.get('command', '')}", template="plotly_white", height=560)
     html = fig.to_html(full_html=False, include_plotlyjs=True)
     if cats:
-        html += category_figure(cats).to_html(full_html=False, include_plotlyjs=False)
+        speedups = {c: {r.method: r.speedup for r in rs} for c, rs in cats.items()}
+        html += category_figure(speedups).to_html(full_html=False, include_plotlyjs=False)
     Path(path).write_text(f"<html><head><meta charset='utf-8'><title>specdec bench</title></head><body>{html}"
                           "</body></html>")
 
 
-def category_figure(cats: dict[str, list[MethodSummary]]):
-    """Speedup over ar by method, one group of bars per category (the Spec-Bench view)."""
+def category_figure(speedups: dict[str, dict[str, float | None]], title: str = "Speedup over ar by category"):
+    """Speedup over ar by method ({category: {method: speedup}}), one group of bars per category (Spec-Bench's view)."""
     import plotly.graph_objects as go
 
-    methods = list(dict.fromkeys(r.method for rs in cats.values() for r in rs if r.method != "ar"))
+    methods = list(dict.fromkeys(m for row in speedups.values() for m, v in row.items() if m != "ar" and v is not None))
     fig = go.Figure()
     for m in methods:
-        values = [next((r.speedup for r in rs if r.method == m), None) for rs in cats.values()]
-        fig.add_bar(x=list(cats), y=values, name=m, text=[_f(v, ".2f", "×") for v in values], textposition="outside")
+        values = [row.get(m) for row in speedups.values()]
+        fig.add_bar(x=list(speedups), y=values, name=m, text=[_f(v, ".2f", "×") for v in values], textposition="outside")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#9ca3af", annotation_text="ar")
-    fig.update_layout(title="Speedup over ar by category", barmode="group", template="plotly_white", height=480,
-                      yaxis_title="speedup ×")
+    fig.update_layout(title=title, barmode="group", template="plotly_white", height=480, yaxis_title="speedup ×")
     return fig
 
 
