@@ -20,8 +20,8 @@ import torch
 from .bench.hf import hf_settings
 from .bench.prompts import SUITES
 from .bench.runner import ALL_METHODS, parse_methods
-from .config import (ConfigError, DraftConfig, GenerationConfig, LayerSkipConfig, LookupConfig, MedusaConfig,
-                     SamplingConfig, parse_layers)
+from .config import (ConfigError, DraftConfig, EagleConfig, GenerationConfig, LayerSkipConfig, LookupConfig,
+                     MedusaConfig, SamplingConfig, parse_layers)
 from .models import DEFAULT_DRAFT, DEFAULT_TARGET, EMBEDDED, ModelLoadError, embedded_dir, load_model
 from .representation import REPRESENTATIONS, describe, load_target
 from .methods import METHODS, MethodOptions, build_drafter, parse_method
@@ -63,6 +63,10 @@ def add_model_args(p) -> None:
     p.add_argument("--medusa-heads", help="Medusa heads file (default: the one shipped for the target)")
     p.add_argument("--tree-nodes", type=int, default=MedusaConfig.tree_nodes, help="medusa-tree: candidates/round")
     p.add_argument("--tree-top-k", type=int, default=MedusaConfig.tree_top_k, help="medusa-tree: children/node")
+    p.add_argument("--eagle-head", help="EAGLE head file (default: the one shipped for the target)")
+    p.add_argument("--eagle-nodes", type=int, default=EagleConfig.tree_nodes, help="eagle-tree: nodes kept/round")
+    p.add_argument("--eagle-top-k", type=int, default=EagleConfig.tree_top_k,
+                   help="eagle-tree: nodes expanded per depth and children per node")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-k", type=int, default=0)
@@ -149,6 +153,7 @@ def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
         LookupConfig(max_ngram_size=args.ngram_size),
         LayerSkipConfig(parse_layers(args.skip_layers) if args.skip_layers else None),
         MedusaConfig(args.medusa_heads, args.tree_nodes, args.tree_top_k),
+        EagleConfig(args.eagle_head, args.eagle_nodes, args.eagle_top_k),
     )
     if args.threads is not None:
         if not 1 <= args.threads <= 1024:

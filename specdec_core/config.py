@@ -88,6 +88,21 @@ class MedusaConfig:
 
 
 @dataclass(frozen=True)
+class EagleConfig:
+    """An EAGLE head: a weights file (None = the one shipped for the target) and EAGLE-2's tree shape (eagle-tree)."""
+
+    heads: str | None = None
+    tree_nodes: int = 16  # candidates kept per round in tree mode
+    tree_top_k: int = 4  # nodes expanded per depth, and children per expanded node
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.tree_nodes <= MAX_DRAFT_TOKENS_LIMIT):
+            raise ConfigError(f"tree_nodes must be in [1, {MAX_DRAFT_TOKENS_LIMIT}], got {self.tree_nodes}")
+        if not (1 <= self.tree_top_k <= 16):
+            raise ConfigError(f"tree_top_k must be in [1, 16], got {self.tree_top_k}")
+
+
+@dataclass(frozen=True)
 class GenerationConfig:
     """One request: what to generate and how."""
 

@@ -13,6 +13,7 @@ import torch
 
 from .config import ConfigError, GenerationConfig
 from .drafters.base import Draft, DraftContext, Drafter, NoDrafter
+from .features import Features
 from .kv import copy_cache, crop, keep, new_cache
 from .lm import LanguageModel
 from .sampling import logits_to_probs
@@ -54,6 +55,7 @@ class Prefix:
     target: object  # the LanguageModel that computed it
     tokens: tuple[int, ...]
     cache: object  # DynamicCache; copied by every run, never written to
+    hidden: torch.Tensor  # the prompt's features (features.py): the target's hidden state after each cached token
     seconds: float  # the prompt pass's measured time: every run reports it as its own prompt pass
 
 
@@ -71,9 +73,12 @@ class SpeculativeEngine:
         self._check_prompt(prompt_ids)
         cache = new_cache()
         t0 = self.clock()
-        if len(prompt_ids) > 1:
-            self.target.prefill(list(prompt_ids[:-1]), cache)
-        return Prefix(self.target, tuple(prompt_ids[:-1]), cache, self.clock() - t0)
+        hidden = self.target.prefill(list(prompt_ids[:-1]), cache) if len(prompt_ids) > 1 else None
+        seconds = self.clock() - t0
+        if hidden is None:
+            hidden = torch.empty(0, self.target.config.get_text_config().hidden_size, dtype=self.target.dtype,
+                                 device=self.target.device)
+        return Prefix(self.target, tuple(prompt_ids[:-1]), cache, hidden, seconds)
 
     def _check_prompt(self, prompt_ids: list[int]) -> None:
         if not prompt_ids:
@@ -95,7 +100,7 @@ class SpeculativeEngine:
         tokens = list(prompt_ids)
         cache = copy_cache(prefix.cache)  # every committed token but the last
         prefill = prefix.seconds
-        last_hidden = None
+        features = Features(prefix.hidden)
         produced = 0
         index = 0
         while True:
@@ -105,8 +110,9 @@ class SpeculativeEngine:
             limit = max(0, min(schedule.length, remaining - 1, room - 1))
             t0 = self.clock()
             draft = self.drafter.propose(
-                state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold, last_hidden,
-                                    limit if schedule.cost is not None else None)  # cost-aware: a tree's node budget
+                state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold,
+                                    features.last(), limit if schedule.cost is not None else None,  # a tree's budget
+                                    features)
             )
             t1 = self.clock()
             # 2. One target forward over the last committed token and every draft token (a tree: with a tree mask).
@@ -127,7 +133,7 @@ class SpeculativeEngine:
             produced += len(new)
             keep(cache, committed, [committed + i for i in verdict.path])
             crop(cache, len(tokens) - 1)
-            last_hidden = out.hidden[verdict.path[-1] + 1 if verdict.path else 0]
+            features.extend(out.hidden[verdict.path_rows[: len(new)]])  # every committed token's but the last
             if finished is None and produced >= config.max_new_tokens:
                 finished = "length"
             if finished is None and len(tokens) >= self.target.max_positions:

@@ -54,13 +54,13 @@ class LanguageModel:
         return int(getattr(self.config.get_text_config(), "max_position_embeddings", 1 << 30))
 
     @torch.inference_mode()
-    def prefill(self, token_ids: list[int], cache: DynamicCache) -> None:
-        """Fill the cache with a prompt (no logits). Runs the stock fused attention even in exact mode: every run of a
+    def prefill(self, token_ids: list[int], cache: DynamicCache) -> torch.Tensor:
+        """Fill the cache with a prompt (no logits; returns its final hidden states). Runs the stock fused attention even in exact mode: every run of a
         prompt starts from the same prompt pass (engine.Prefix), and the per-query exact attention costs time over hundreds of positions."""
         from .exact import fused
 
         with fused():
-            self.forward(token_ids, cache, logits_rows=0)
+            return self.forward(token_ids, cache, logits_rows=0).hidden  # the prompt's features (features.py)
 
     def lm_head_rows(self, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(weight, bias) of the LM head for vocabulary `ids` (all when None), dense in the model's dtype even where

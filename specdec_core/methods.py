@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .config import ConfigError, LayerSkipConfig, LookupConfig, MedusaConfig
+from .config import ConfigError, EagleConfig, LayerSkipConfig, LookupConfig, MedusaConfig
 
 REFERENCE = "ar"  # plain autoregressive decoding: no drafter, the reference every method is checked against
 
@@ -18,6 +18,7 @@ class MethodOptions:
     lookup: LookupConfig = field(default_factory=LookupConfig)
     layerskip: LayerSkipConfig = field(default_factory=LayerSkipConfig)
     medusa: MedusaConfig = field(default_factory=MedusaConfig)
+    eagle: EagleConfig = field(default_factory=EagleConfig)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,14 @@ def _medusa(tree: bool):
     return build
 
 
+def _eagle(tree: bool):
+    def build(target, draft, options):
+        from .drafters.eagle import eagle_drafter
+
+        return eagle_drafter(target, options.eagle, tree)
+    return build
+
+
 SPECS = (
     MethodSpec("draft", "Draft model (Qwen2.5-Coder 0.5B)", "draft model, accepted", "#bbf7d0", "#4ade80", _draft,
                "the 0.5B draft model with its own KV cache, rolled back on rejection",
@@ -82,6 +91,14 @@ SPECS = (
                _medusa(True), "the same heads proposing a token tree (best-first by the product of head "
                "probabilities), verified in one target forward with a tree attention mask",
                options="medusa", has_q=False, tree=True),
+    MethodSpec("eagle", "EAGLE head (chain)", "EAGLE head, accepted", "#f5d0fe", "#d946ef", _eagle(False),
+               "EAGLE: one decoder layer predicting the target's next hidden state from its last one and the next "
+               "token's embedding, read through the target's LM head over a reduced draft vocabulary",
+               options="eagle"),
+    MethodSpec("eagle-tree", "EAGLE head (dynamic tree)", "EAGLE tree, accepted", "#d9f99d", "#84cc16", _eagle(True),
+               "the same head growing an EAGLE-2 dynamic token tree (expand the most probable nodes per depth, keep "
+               "the best by branch probability), verified in one target forward", options="eagle", has_q=False,
+               tree=True),
 )
 REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in SPECS}
 METHODS: tuple[str, ...] = (REFERENCE,) + tuple(REGISTRY)  # every engine method, the reference first

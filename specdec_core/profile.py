@@ -65,6 +65,7 @@ class Profile:
 
 
 def machine_key(target: LanguageModel, draft_repr: str) -> dict:
+    from .methods import REGISTRY
     from .representation import isa
 
     device = str(target.device)
@@ -74,7 +75,7 @@ def machine_key(target: LanguageModel, draft_repr: str) -> dict:
         device += f" ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
     return {"device": device, "isa": isa() if target.device.type == "cpu" else target.device.type,
             "torch": torch.__version__, "model": target.name, "target_repr": target.representation,
-            "draft_repr": draft_repr}
+            "draft_repr": draft_repr, "methods": sorted(REGISTRY)}  # a newly registered method gets its cost measured
 
 
 def cache_path(key: dict) -> Path:

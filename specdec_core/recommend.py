@@ -8,12 +8,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import MedusaConfig
 from .metrics import Stats, pooled_positions, predicted_speedup
 
 PRIORS = Path(__file__).resolve().parents[1] / "assets" / "acceptance_priors.json"
 KINDS = ("code", "prose")
-TREES = {"medusa-tree": MedusaConfig.tree_nodes}  # tree methods: nodes per round (the default tree size)
 MAX_LENGTH = 8
 PAYS = 1.05  # a predicted speedup below this is within the prediction's error: not worth recommending
 
@@ -53,11 +51,19 @@ def load_priors(path: Path = PRIORS) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def tree_size(method: str) -> int | None:
+    """A tree method's configured nodes per round (its default options); None for a chain."""
+    from .methods import REGISTRY, MethodOptions
+
+    spec = REGISTRY.get(method)
+    return getattr(MethodOptions(), spec.options).tree_nodes if spec is not None and spec.tree else None
+
+
 def best_length(method: str, per_position: list[float], draft_ms: float, target_ms) -> Prediction:
     """The draft length with the highest predicted speedup (a tree's size is its configured node count)."""
-    if method in TREES:  # the cost-aware length is the tree's node budget, up to its configured size
+    if (size := tree_size(method)) is not None:  # the cost-aware length is a tree's node budget, up to its size
         options = [(predicted_speedup(per_position, {n: 1}, draft_ms, target_ms, tree=True), n)
-                   for n in range(TREES[method] + 1)]
+                   for n in range(size + 1)]
         speedup, n = max(options)
         return Prediction(method, speedup, n)
     options = [(predicted_speedup(per_position, {n: 1}, draft_ms, target_ms), n) for n in range(MAX_LENGTH + 1)]

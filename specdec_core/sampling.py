@@ -29,6 +29,15 @@ def logits_to_probs(logits: torch.Tensor, sampling: SamplingConfig) -> torch.Ten
     return probs
 
 
+def expand_vocab(probs: torch.Tensor, ids: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
+    """Probabilities over a vocabulary subset `ids` (a head's draft vocabulary) -> rows over the whole vocabulary,
+    zero outside the subset (None: already whole)."""
+    if ids is None:
+        return probs
+    out = torch.zeros(*probs.shape[:-1], vocab_size, device=probs.device)
+    return out.index_copy_(-1, ids, probs)
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None, greedy: bool = False) -> int:
     """One token id from a 1-D distribution (argmax when greedy)."""
     if greedy:

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specdec_core.config import GenerationConfig  # noqa: E402
 from specdec_core.drafters import Draft, DraftContext, DraftModelDrafter, LayerSkipDrafter, LookupDrafter, NoDrafter  # noqa: E402
 from specdec_core.drafters.base import Stateless  # noqa: E402
+from specdec_core.drafters.eagle import EagleDrafter, EagleTree  # noqa: E402
 from specdec_core.drafters.medusa import MedusaDrafter, MedusaHeads, TreeShape  # noqa: E402
 from specdec_core.engine import SpeculativeEngine  # noqa: E402
 from specdec_core.lm import LanguageModel  # noqa: E402
@@ -124,6 +125,8 @@ def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
         return LayerSkipDrafter(target)
     if name in ("medusa", "medusa-tree"):
         return MedusaDrafter(target, tiny_medusa_heads(target), TreeShape(8, 3) if name == "medusa-tree" else None)
+    if name in ("eagle", "eagle-tree"):
+        return EagleDrafter(target, cached_eagle_head(target), EagleTree(8, 3) if name == "eagle-tree" else None)
     if name in METHODS:
         raise NotImplementedError(f"registered method {name!r}: teach make_drafter to build it on the tiny model")
     if name == "tree-right-second":
@@ -167,3 +170,40 @@ def app_server():
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+_EAGLE_HEADS: dict = {}
+
+
+def cached_eagle_head(target):
+    """One trained tiny head per target for the whole test session."""
+    if id(target) not in _EAGLE_HEADS:
+        _EAGLE_HEADS[id(target)] = tiny_eagle_head(target)
+    return _EAGLE_HEADS[id(target)]
+
+
+def tiny_eagle_head(target, steps: int = 60, seed: int = 3):
+    """An EAGLE head trained for a few seconds on the tiny target's own greedy text (so it is right sometimes, wrong
+    sometimes), through train_eagle's loss and batches."""
+    from specdec_core.drafters.eagle import EagleHead
+    from specdec_core.kv import new_cache
+    from specdec_core.train_eagle import TOP, Batch, losses
+
+    chunks = [greedy_reference(target, [s, (s * 7) % 90 + 1], 30) for s in range(1, 9)]
+    with torch.no_grad():
+        outs = [target.forward(c, new_cache()) for c in chunks]
+    probs = [torch.topk(torch.softmax(o.logits, -1), TOP, dim=-1) for o in outs]
+    data = {"tokens": torch.tensor(chunks), "hidden": torch.stack([o.hidden for o in outs]),
+            "top_ids": torch.stack([p.indices for p in probs]), "top_p": torch.stack([p.values for p in probs])}
+    vocab = torch.arange(target.vocab_size)
+    torch.manual_seed(seed)
+    head = EagleHead(target.config, 64, vocab)
+    w = target.lm_head_rows(vocab)[0].float()
+    opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    batch = Batch(data, torch.arange(len(chunks)), target.model.get_input_embeddings(), vocab)
+    for _ in range(steps):
+        loss, _ = losses(head, w, batch, batch.features)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return head

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from specdec_core.methods import REGISTRY
+
 pytestmark = pytest.mark.embedded  # the tiny model borrows the embedded tokenizer
 
 CHROMIUM = "/usr/bin/chromium"
@@ -99,14 +101,14 @@ def test_compare_tab_races_every_method(page):
     page.get_by_role("button", name="Compare ▶").click()
     page.wait_for_selector("text=Done:", timeout=240_000)
     rows = page.locator("#compare-outputs .cmp-row")
-    assert rows.count() == 6  # ar + the five registered methods
+    assert rows.count() == len(REGISTRY) + 1  # ar + every registered method
     table = page.locator("#compare-table").inner_text()
     assert "failed: " in table  # the tiny model has no Medusa heads: those rows say so, the rest ran
     assert table.count("✓") >= 3
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)
     page.get_by_label("specbench-mini", exact=False).check()
     page.get_by_role("button", name="Compare ▶").click()
-    page.wait_for_selector("text=Done: 36 runs", timeout=300_000)
+    page.wait_for_selector(f"text=Done: {6 * (len(REGISTRY) + 1)} runs", timeout=300_000)
     assert "pooled over 6 prompts" in page.locator("#compare-table").inner_text()
     page.wait_for_selector("text=Decoding speedup over ar by category", timeout=10_000)  # the category chart shows
     page.screenshot(path=str(SHOTS / "compare-suite.png"), full_page=True)

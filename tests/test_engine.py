@@ -6,6 +6,7 @@ import torch
 from scipy.stats import chisquare
 
 from conftest import DRAFTERS, PROMPT, greedy_reference, make_drafter
+from specdec_core.methods import METHODS
 from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
 from specdec_core.drafters import DraftModelDrafter
 from specdec_core.engine import SpeculativeEngine
@@ -132,11 +133,11 @@ def test_same_seed_same_sample_and_seed_zero_is_a_seed(target, draft_model):
     assert sample(0) != sample(1) or sample(0) != sample(2)
 
 
-@pytest.mark.parametrize("name", ["draft", "lookup", "layerskip", "medusa", "medusa-tree", "tree-right-second"])
+@pytest.mark.parametrize("name", [*METHODS[1:], "tree-right-second"])
 def test_sampling_first_token_matches_target_distribution(name, target, draft_model):
     """End to end at T=1 with top-k 6 (same warping for p and q): the first token of the first speculating round
-    ~ p_target. (Medusa drafts from the previous verify pass's hidden state, so its first round is a plain step:
-    there the check is conditional on the most frequent first token.)"""
+    ~ p_target. (Where a drafter's first round is a plain step the check is conditional on the most frequent first
+    token.)"""
     from collections import Counter
 
     sampling = SamplingConfig(temperature=1.0, top_k=6)

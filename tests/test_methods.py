@@ -6,23 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from specdec_core.config import ConfigError, MedusaConfig
+from specdec_core.config import ConfigError, EagleConfig, MedusaConfig
 from specdec_core.methods import METHODS, REGISTRY, MethodOptions, build_drafter, parse_method, readme_table
 
-from conftest import tiny_medusa_heads  # noqa: E402
+from conftest import cached_eagle_head, tiny_medusa_heads  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))
 def test_every_method_builds_and_labels_its_tokens_with_its_name(name, target, draft_model, tmp_path):
-    heads = tmp_path / "heads.safetensors"
+    heads, head = tmp_path / "heads.safetensors", tmp_path / "eagle.safetensors"
     tiny_medusa_heads(target).save(heads, {"for": "test"})
-    options = MethodOptions(medusa=MedusaConfig(heads=str(heads)))
+    cached_eagle_head(target).save(head, {"for": "test"})
+    options = MethodOptions(medusa=MedusaConfig(heads=str(heads)), eagle=EagleConfig(heads=str(head)))
     drafter = build_drafter(name, target, draft_model, options)
     assert drafter.source == name
     spec = REGISTRY[name]
-    assert spec.tree == (name == "medusa-tree") and spec.colour.startswith("#")
+    assert spec.tree == name.endswith("-tree") and spec.colour.startswith("#")
 
 
 def test_names_are_checked_and_front_ends_read_the_registry():

@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from ..config import SamplingConfig
+from ..features import Features
 from ..tree import depths
 
 
@@ -25,6 +26,7 @@ class DraftContext:
     confidence_threshold: float = 0.0  # stop drafting when the drafter's own top probability falls below it
     last_hidden: torch.Tensor | None = None  # target's final hidden state that produced tokens[-1] (Medusa heads)
     max_nodes: int | None = None  # a tree's node budget this round (the cost-aware length); None: its own size
+    features: Features | None = None  # the target's hidden state at every committed token but the last (EAGLE)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from ..config import ConfigError, MedusaConfig
 from ..lm import LanguageModel
-from ..sampling import logits_to_probs, sample
+from ..sampling import expand_vocab, logits_to_probs, sample
 from .base import Draft, DraftContext, Stateless
 
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "medusa"
@@ -104,17 +104,10 @@ class MedusaDrafter(Stateless):
         self.tree = tree
         self.source = "medusa-tree" if tree is not None else "medusa"  # its method's name
 
-    def _full(self, probs: torch.Tensor) -> torch.Tensor:
-        """Subset probabilities -> full-vocabulary rows (zeros outside the subset)."""
-        if self.vocab_ids is None:
-            return probs
-        out = torch.zeros(*probs.shape[:-1], self.vocab_size, device=probs.device)
-        return out.index_copy_(-1, self.vocab_ids, probs)
-
     @torch.inference_mode()
     def head_probs(self, hidden: torch.Tensor, context: DraftContext) -> torch.Tensor:
         logits = self.heads(hidden, self.lm_weight, self.lm_bias).float()
-        return self._full(logits_to_probs(logits, context.sampling))  # [K, vocab]
+        return expand_vocab(logits_to_probs(logits, context.sampling), self.vocab_ids, self.vocab_size)  # [K, vocab]
 
     def propose(self, state, context: DraftContext) -> Draft:
         depth = min(context.max_tokens, self.heads.num_heads)

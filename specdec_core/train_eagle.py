@@ -1,0 +1,233 @@
+"""Train an EAGLE head by self-distillation: `python -m specdec_core.train_eagle [--target NAME] [--out PATH]`.
+
+1. Corpus: the same as the Medusa heads' (Python's standard-library sources + the license texts on this machine, files
+   with a HumanEval function excluded, nothing from the bench suites), cut into chunks, every 10th held out.
+2. Features: the frozen target, in the representation the app runs (`--repr auto`), reads each chunk once; its final
+   hidden states and its top-16 next-token distribution per position are saved per chunk (resumable: finished chunks
+   are skipped). A prompt pass: hundreds of tokens per forward.
+3. Training: pair i = (embedding of token i+1, the target's feature after token i) -> the head guesses the feature
+   after token i+1; loss SmoothL1(guess, true feature) + 0.1 x cross-entropy of the guess's LM-head distribution (over
+   the draft vocabulary: the most frequent target predictions) against the target's. With --ttt, a second pass feeds
+   the head its own guesses in place of the true features (training-time test: drafting beyond the first token runs
+   on guesses) and adds that pass's loss. Checkpoint every --save-every steps (resumable: rerun the same command).
+4. Report: held-out agreement with the target's top token, teacher-forced (the first drafted token) and on the head's
+   own guess (the second), before and after; the loss curve; weights + report written to --out (+ .json).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from .drafters.eagle import EagleHead, default_head_path
+from .exact import fused
+from .kv import new_cache
+from .models import DEFAULT_TARGET, cache_root
+from .train_medusa import corpus_files, humaneval_markers, make_chunks
+
+TOP = 16  # the target's distribution is kept as its 16 most probable tokens per position
+
+
+def extract(target, chunks: list[list[int]], workdir: Path, split: str) -> list[Path]:
+    """Per chunk: token ids, hidden states (bf16), the target's top-16 (ids, probabilities) per position."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    paths = [workdir / f"{split}-{i:05d}.pt" for i in range(len(chunks))]
+    todo = [(p, c) for p, c in zip(paths, chunks) if not p.exists()]
+    if not todo:
+        return paths
+    weight, bias = (t.float() if t is not None else None for t in target.lm_head_rows())  # dense: fast for many rows
+    for path, chunk in tqdm(todo, desc=f"target forwards ({split})", unit="chunk"):
+        with fused():  # the prompt-pass path: teacher forcing needs no token-count invariance
+            out = target.forward(chunk, new_cache(), logits_rows=0)
+        logits = out.hidden.float() @ weight.T + (bias if bias is not None else 0)
+        probs, ids = torch.topk(torch.softmax(logits, -1), TOP, dim=-1)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"tokens": torch.tensor(chunk, dtype=torch.int32), "hidden": out.hidden.to(torch.bfloat16).clone(),
+                    "top_ids": ids.int(), "top_p": probs.half()}, tmp)
+        tmp.rename(path)
+    return paths
+
+
+def load(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """Stacked chunks: tokens [B, n], hidden [B, n, h], top_ids / top_p [B, n, 16]."""
+    parts = [torch.load(p) for p in paths]
+    return {k: torch.stack([d[k] for d in parts]) for k in parts[0]}
+
+
+def draft_vocab(data: dict, size: int, vocab_size: int) -> torch.Tensor:
+    """The `size` tokens the target predicts most often (its top-1) in the training chunks, ascending ids."""
+    counts = torch.bincount(data["top_ids"][..., 0].reshape(-1).long(), minlength=vocab_size)
+    ids = torch.argsort(counts, descending=True)[:size]
+    return torch.sort(ids[counts[ids] > 0]).values
+
+
+class Batch:
+    """Training tensors for chunks `idx`: head inputs and targets, the soft targets mapped into the draft vocab."""
+
+    def __init__(self, data: dict, idx: torch.Tensor, embed, index: torch.Tensor):
+        tokens = data["tokens"][idx].long()
+        hidden = data["hidden"][idx].float()
+        with torch.no_grad():  # the target's embedding stays frozen
+            self.embeds = embed(tokens[:, 1:]).float()  # token i+1
+        self.features = hidden[:, :-1]  # feature after token i
+        self.targets = hidden[:, 1:]  # feature after token i+1 (what the head guesses)
+        ids, p = data["top_ids"][idx][:, 1:].long(), data["top_p"][idx][:, 1:].float()
+        self.soft_ids = index[ids]  # -1 outside the draft vocabulary
+        self.soft_p = torch.where(self.soft_ids >= 0, p, torch.zeros_like(p))
+        self.soft_p = self.soft_p / self.soft_p.sum(-1, keepdim=True).clamp(min=1e-9)
+        self.top1 = index[ids[..., 0]]  # the target's choice in draft-vocab ids (-1 outside)
+        n = self.embeds.shape[1]
+        self.positions = torch.arange(n)[None].expand(self.embeds.shape[0], n)
+
+
+def losses(head: EagleHead, w: torch.Tensor, b: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, guessed features) for one pass with the given input features."""
+    guess = head(b.embeds, features, b.positions)
+    feat = torch.nn.functional.smooth_l1_loss(guess, b.targets)
+    logp = torch.log_softmax(guess @ w.T, dim=-1)
+    picked = logp.gather(-1, b.soft_ids.clamp(min=0))
+    ce = -(b.soft_p * picked).sum(-1).mean()
+    return feat + 0.1 * ce, guess
+
+
+@torch.no_grad()
+def agreement(head: EagleHead, w: torch.Tensor, data: dict, embed, index: torch.Tensor, batch: int = 8) -> dict:
+    """Held-out top-1 agreement with the target (where its choice lies in the draft vocab): on true features (the
+    first drafted token of a round) and on the head's own guesses (every later one)."""
+    right = [0, 0]
+    total = 0
+    for i in range(0, data["tokens"].shape[0], batch):
+        b = Batch(data, torch.arange(i, min(i + batch, data["tokens"].shape[0])), embed, index)
+        g1 = head(b.embeds, b.features, b.positions)
+        own = torch.cat([b.features[:, :1], g1[:, :-1]], dim=1)  # the head's guess of each input feature
+        g2 = head(b.embeds, own, b.positions)
+        valid = b.top1 >= 0
+        total += int(valid.sum())
+        for j, g in enumerate((g1, g2)):
+            right[j] += int(((g @ w.T).argmax(-1) == b.top1)[valid].sum())
+    return {"first_token": right[0] / max(total, 1), "own_guess": right[1] / max(total, 1), "positions": total}
+
+
+def train(args) -> dict:
+    from .representation import load_target
+
+    started = time.time()
+    target, tokenizer = load_target(args.target, None, args.repr)
+    work = Path(args.workdir or cache_root() / "eagle-work" / args.target)
+    files = corpus_files(humaneval_markers())
+    train_chunks, heldout_chunks = make_chunks(tokenizer, files, args.chunk_tokens, args.chunks)
+    print(f"corpus: {len(files)} files; {len(train_chunks)} train + {len(heldout_chunks)} held-out chunks of "
+          f"{args.chunk_tokens} tokens; target {target.representation}", file=sys.stderr)
+    heldout = load(extract(target, heldout_chunks, work, "heldout"))
+    data = load(extract(target, train_chunks, work, "train"))
+    embed = target.model.get_input_embeddings()
+    vocab_ids = draft_vocab(data, args.vocab, target.vocab_size)
+    index = torch.full((target.vocab_size,), -1, dtype=torch.long)
+    index[vocab_ids] = torch.arange(len(vocab_ids))
+    w = target.lm_head_rows(vocab_ids)[0].float()
+
+    head = EagleHead(target.config, args.intermediate, vocab_ids)
+    with torch.no_grad():  # start the fc as "take the feature" and the layer's output projections small
+        h = head.config.hidden_size
+        head.fc.weight.zero_()
+        head.fc.weight[:, h:].copy_(torch.eye(h))
+        head.fc.bias.zero_()
+    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.0)
+    steps = args.epochs * math.ceil(len(train_chunks) / args.batch)
+    warm_cos = lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * s / steps))  # noqa: E731
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warm_cos)
+    state_path = work / f"train-state-{args.intermediate}-{args.vocab}{'-ttt' if args.ttt else ''}.pt"
+    step, curve, evals = 0, [], []
+    if state_path.exists():
+        state = torch.load(state_path)
+        head.load_state_dict(state["head"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        step, curve, evals = state["step"], state["curve"], state["evals"]
+        print(f"resuming at step {step}/{steps}", file=sys.stderr)
+    if step == 0:
+        evals.append({"step": 0, **agreement(head, w, heldout, embed, index)})
+    per_epoch = math.ceil(len(train_chunks) / args.batch)
+    bar = tqdm(total=steps, initial=step, desc="training", unit="step")
+    while step < steps:
+        epoch, i = divmod(step, per_epoch)
+        order = torch.randperm(len(train_chunks), generator=torch.Generator().manual_seed(epoch))
+        b = Batch(data, order[i * args.batch:(i + 1) * args.batch], embed, index)
+        noise = torch.empty_like(b.features).uniform_(-args.noise, args.noise)  # EAGLE: robustness to guessed input
+        loss, guess = losses(head, w, b, b.features + noise)
+        if args.ttt:
+            own = torch.cat([b.features[:, :1], guess[:, :-1].detach()], dim=1)
+            loss = loss + losses(head, w, b, own)[0]
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        step += 1
+        curve.append([step, round(loss.item(), 4)])
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        if step % args.save_every == 0 or step == steps:
+            if step % args.eval_every == 0 or step == steps:
+                evals.append({"step": step, **agreement(head, w, heldout, embed, index)})
+                bar.write(f"step {step}: held-out {evals[-1]}")
+            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                        "step": step, "curve": curve, "evals": evals}, state_path)
+    bar.close()
+    report = {
+        "target": args.target, "target_repr": target.representation, "intermediate_size": args.intermediate,
+        "draft_vocab": len(vocab_ids), "train_tokens": int(data["tokens"].numel()),
+        "heldout_tokens": int(heldout["tokens"].numel()), "epochs": args.epochs, "steps": steps, "batch": args.batch,
+        "lr": args.lr, "ttt": args.ttt, "noise": args.noise,
+        "corpus": "Python standard library sources + /usr/share/common-licenses (HumanEval functions excluded)",
+        "heldout_before": evals[0], "heldout": evals[-1], "evals": evals, "loss_curve": curve,
+        "train_seconds_this_run": round(time.time() - started, 1),
+        "command": "python -m specdec_core.train_eagle " + " ".join(sys.argv[1:]),
+    }
+    out = Path(args.out or default_head_path(args.target))
+    head.save(out, {k: v for k, v in report.items() if k not in ("loss_curve", "evals")})
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m specdec_core.train_eagle", description=__doc__.split("\n")[0])
+    p.add_argument("--target", default=DEFAULT_TARGET)
+    p.add_argument("--repr", default="auto", help="the target representation the features come from (the app's)")
+    p.add_argument("--out", help="weights file (.safetensors; a .json report is written next to it)")
+    p.add_argument("--workdir", help="features and checkpoints (default ~/.cache/specdec/eagle-work/TARGET)")
+    p.add_argument("--chunks", type=int, default=300, help="corpus chunks (every 10th held out)")
+    p.add_argument("--chunk-tokens", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=8192, help="draft vocabulary: the target's most frequent predictions")
+    p.add_argument("--intermediate", type=int, default=4480, help="the head layer's MLP width")
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--batch", type=int, default=8, help="chunks per step")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--noise", type=float, default=0.05, help="uniform noise on input features while training")
+    p.add_argument("--ttt", action="store_true", help="training-time test: also train on the head's own guesses")
+    p.add_argument("--save-every", type=int, default=20, help="checkpoint every N steps")
+    p.add_argument("--eval-every", type=int, default=100, help="held-out agreement every N steps (at a checkpoint)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if not (args.chunks >= 10 and args.chunk_tokens >= 16 and args.epochs >= 1 and args.batch >= 1
+            and args.vocab >= 16 and args.intermediate >= 8):
+        p.error("need chunks >= 10, chunk-tokens >= 16, epochs >= 1, batch >= 1, vocab >= 16, intermediate >= 8")
+    if args.eval_every % args.save_every:
+        p.error("--eval-every must be a multiple of --save-every")
+    report = train(args)
+    print(json.dumps({"before": report["heldout_before"], "after": report["heldout"]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The EAGLE head on the tiny model: its trainer learns, its file round-trips and refuses another target, the feature
+buffer the engine hands it, and drafting that starts from the prompt's features. (Greedy equality and the sampling
+chi-square for eagle and eagle-tree run with every other drafter in test_engine.)"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from conftest import PROMPT, cached_eagle_head
+from specdec_core.config import ConfigError, DraftConfig, EagleConfig, GenerationConfig
+from specdec_core.drafters.eagle import EagleDrafter, EagleHead, EagleTree, eagle_drafter, fingerprint
+from specdec_core.engine import SpeculativeEngine
+from specdec_core.features import Features
+from specdec_core.models import tiny_model
+
+
+def test_features_buffer_appends_and_slices():
+    f = Features(torch.arange(6.0).reshape(3, 2))
+    f.extend(torch.arange(6.0, 10.0).reshape(2, 2))
+    f.extend(torch.empty(0, 2))
+    assert len(f) == 5 and torch.equal(f.last(), torch.tensor([8.0, 9.0]))
+    assert torch.equal(f.since(2), torch.arange(4.0, 10.0).reshape(3, 2)) and f.since(5).shape == (0, 2)
+    with pytest.raises(IndexError):
+        f.since(6)
+
+
+def test_engine_hands_every_committed_feature_to_the_drafter(target):
+    """features.since(0) == the target's hidden states over tokens[:-1], round after round."""
+    from specdec_core.kv import new_cache
+
+    seen = []
+
+    class Spy:
+        source = "draft"
+
+        def start(self):
+            return None
+
+        def propose(self, state, context):
+            seen.append((list(context.tokens), context.features.since(0).clone()))
+            from specdec_core.drafters.base import Draft
+            return Draft.empty()
+
+    list(SpeculativeEngine(target, Spy()).generate(PROMPT, GenerationConfig(max_new_tokens=5)))
+    for tokens, rows in seen:
+        truth = target.forward(tokens[:-1], new_cache()).hidden
+        assert rows.shape == truth.shape and torch.allclose(rows, truth, atol=1e-4)
+
+
+def test_trained_head_agrees_more_than_an_untrained_one(target):
+    from specdec_core.kv import new_cache
+    from specdec_core.train_eagle import TOP, agreement
+
+    text = [[5, 17, 3, 42, 8, 17, 3, 42, 9, 60, 5, 17] * 2]
+    with torch.no_grad():
+        out = target.forward(text[0], new_cache())
+    top = torch.topk(torch.softmax(out.logits, -1), TOP, dim=-1)
+    data = {"tokens": torch.tensor(text), "hidden": out.hidden[None], "top_ids": top.indices[None],
+            "top_p": top.values[None]}
+    vocab = torch.arange(target.vocab_size)
+    w, embed = target.lm_head_rows(vocab)[0].float(), target.model.get_input_embeddings()
+    trained = agreement(cached_eagle_head(target), w, data, embed, vocab)
+    untrained = agreement(EagleHead(target.config, 64, vocab), w, data, embed, vocab)
+    assert trained["first_token"] > untrained["first_token"] and trained["positions"] == 23
+
+
+def test_head_file_round_trips_and_refuses_another_target(target, tmp_path):
+    head = cached_eagle_head(target)
+    path = tmp_path / "head.safetensors"
+    head.save(path, {"target": target.name})
+    again = EagleHead.load(path, target.config, target.name)
+    assert again.target_fingerprint == fingerprint(target.config) and torch.equal(again.vocab_ids, head.vocab_ids)
+    x = torch.randn(1, 3, target.config.hidden_size)
+    pos = torch.arange(3)[None]
+    rounded = copy.deepcopy(head)  # the file stores weights in bf16
+    for w in rounded.parameters():
+        w.data = w.data.bfloat16().float()
+    assert torch.allclose(again(x, x, pos), rounded(x, x, pos), atol=1e-5)
+    assert EagleDrafter(target, again).source == "eagle"
+    other = tiny_model(seed=1, hidden_size=32)
+    with pytest.raises(ConfigError, match="belong to"):
+        eagle_drafter(other, EagleConfig(heads=str(path)), tree=False)
+    with pytest.raises(ConfigError, match="no EAGLE head"):
+        eagle_drafter(target, EagleConfig(), tree=False)  # none shipped for the tiny model
+
+
+def test_eagle_drafts_from_the_first_round_and_tree_respects_its_budget(target):
+    """The prompt pass's features let the head draft in round 0; a tree keeps at most `nodes`, parents first."""
+    head = cached_eagle_head(target)
+    for tree in (None, EagleTree(6, 3)):
+        engine = SpeculativeEngine(target, EagleDrafter(target, head, tree))
+        rounds = list(engine.generate(PROMPT, GenerationConfig(max_new_tokens=12, draft=DraftConfig(4))))
+        assert rounds[0].num_drafted > 0
+        for r in rounds:
+            if tree is not None and r.parents:
+                assert len(r.drafted) <= 6 and all(p < i for i, p in enumerate(r.parents))
