@@ -90,7 +90,8 @@ class SpeculativeEngine:
         """Yield rounds until EOS, max_new_tokens or the context limit. Greedy output equals plain greedy decoding;
         sampled output is distributed exactly as sampling from the target. With a `prefix` (this engine's `prefill`
         of the same prompt, or another engine's on the same target) the run starts from a copy of its cache."""
-        if prefix is None:
+        shared = prefix is not None
+        if not shared:
             prefix = self.prefill(prompt_ids)
         elif prefix.target is not self.target or prefix.tokens != tuple(prompt_ids[:-1]):
             raise ValueError("this prefix was computed for another prompt or another target")
@@ -98,7 +99,7 @@ class SpeculativeEngine:
         state = self.drafter.start()  # this request's drafter state (caches); the drafter itself is shared
         schedule = DraftLengthSchedule(config.draft, self.cost)
         tokens = list(prompt_ids)
-        cache = copy_cache(prefix.cache)  # every committed token but the last
+        cache = copy_cache(prefix.cache) if shared else prefix.cache  # every committed token but the last
         prefill = prefix.seconds
         features = Features(prefix.hidden)
         produced = 0

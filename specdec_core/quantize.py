@@ -70,9 +70,14 @@ def int8_weight_only(lm: LanguageModel) -> LanguageModel:
     """Replace every Linear of a bf16 CPU model (the LM head included) by an Int8WeightOnlyLinear, in place."""
     if lm.device.type != "cpu" or lm.dtype != torch.bfloat16:
         raise ValueError("int8 weight-only quantisation needs a bfloat16 model on the CPU")
-    model = lm.model  # a tied LM head gets its own int8 copy; the input embedding stays bf16
-    for parent in list(model.modules()):
+    int8_linears(lm.model)  # a tied LM head gets its own int8 copy; the input embedding stays bf16
+    return LanguageModel(lm.model, f"{lm.name}-int8wo")
+
+
+def int8_linears(module: torch.nn.Module) -> None:
+    """Replace every Linear inside `module` by an Int8WeightOnlyLinear, in place (a target, or a head that runs as
+    the target does)."""
+    for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, torch.nn.Linear):
                 setattr(parent, name, Int8WeightOnlyLinear(child))
-    return LanguageModel(model, f"{lm.name}-int8wo")

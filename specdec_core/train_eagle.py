@@ -29,7 +29,7 @@ from .drafters.eagle import EagleHead, default_head_path
 from .exact import fused
 from .kv import new_cache
 from .models import DEFAULT_TARGET, cache_root
-from .train_medusa import corpus_files, humaneval_markers, make_chunks
+from .train_medusa import corpus_chunks
 
 TOP = 16  # the target's distribution is kept as its 16 most probable tokens per position
 
@@ -120,10 +120,8 @@ def train(args) -> dict:
     started = time.time()
     target, tokenizer = load_target(args.target, None, args.repr)
     work = Path(args.workdir or cache_root() / "eagle-work" / args.target)
-    files = corpus_files(humaneval_markers())
-    train_chunks, heldout_chunks = make_chunks(tokenizer, files, args.chunk_tokens, args.chunks)
-    print(f"corpus: {len(files)} files; {len(train_chunks)} train + {len(heldout_chunks)} held-out chunks of "
-          f"{args.chunk_tokens} tokens; target {target.representation}", file=sys.stderr)
+    train_chunks, heldout_chunks = corpus_chunks(tokenizer, args.chunk_tokens, args.chunks,
+                                                 f"; target {target.representation}")
     heldout = load(extract(target, heldout_chunks, work, "heldout"))
     data = load(extract(target, train_chunks, work, "train"))
     embed = target.model.get_input_embeddings()

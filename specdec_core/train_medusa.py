@@ -69,6 +69,15 @@ def make_chunks(tokenizer, files: list[Path], chunk_tokens: int, total_chunks: i
     return train, heldout
 
 
+def corpus_chunks(tokenizer, chunk_tokens: int, chunks: int, say: str = "") -> tuple[list, list]:
+    """(train, held-out) chunks of the corpus (HumanEval functions excluded), with one line on stderr about them."""
+    files = corpus_files(humaneval_markers())
+    train_chunks, heldout_chunks = make_chunks(tokenizer, files, chunk_tokens, chunks)
+    print(f"corpus: {len(files)} files; {len(train_chunks)} train + {len(heldout_chunks)} held-out chunks of "
+          f"{chunk_tokens} tokens{say}", file=sys.stderr)
+    return train_chunks, heldout_chunks
+
+
 def extract(target, chunks: list[list[int]], workdir: Path, split: str) -> list[Path]:
     """Hidden states + the target's argmax per position, one file per chunk (skips finished ones)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -116,10 +125,7 @@ def train(args) -> dict:
     started = time.time()
     target, tokenizer = load_model(args.target, None, args.dtype)
     work = Path(args.workdir or cache_root() / "medusa-work" / args.target)
-    files = corpus_files(humaneval_markers())
-    train_chunks, heldout_chunks = make_chunks(tokenizer, files, args.chunk_tokens, args.chunks)
-    print(f"corpus: {len(files)} files; {len(train_chunks)} train + {len(heldout_chunks)} held-out chunks of "
-          f"{args.chunk_tokens} tokens", file=sys.stderr)
+    train_chunks, heldout_chunks = corpus_chunks(tokenizer, args.chunk_tokens, args.chunks)
     train_paths = extract(target, train_chunks, work, "train")
     heldout_paths = extract(target, heldout_chunks, work, "heldout")
     x, y = load_features(train_paths, args.heads)

@@ -6,11 +6,12 @@ keeps for that request and hands back on every `propose`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import torch
 
-from ..config import SamplingConfig
+from ..config import ConfigError, SamplingConfig
 from ..features import Features
 from ..tree import depths
 
@@ -74,3 +75,17 @@ class NoDrafter(Stateless):
 
     def propose(self, state, context: DraftContext) -> Draft:
         return Draft.empty()
+
+
+def from_file(path: Path, what: str, trainer: str, target_name: str, build):
+    """A drafter made by `build()` from a trained-heads file (Medusa, EAGLE): a missing file names the command that
+    trains one; any unreadable or mismatched file becomes one ConfigError (a ConfigError of its own passes through)."""
+    if not path.is_file():
+        raise ConfigError(f"no {what} for {target_name!r} at {path}; train with "
+                          f"`python -m specdec_core.{trainer} --target {target_name}` or pass a file")
+    try:
+        return build()
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one message, never a traceback on the page
+        raise ConfigError(f"cannot use {what} {path}: {str(e).splitlines()[0][:200]}") from None

@@ -28,7 +28,7 @@ from ..config import ConfigError, EagleConfig
 from ..kv import cache_length, crop, new_cache
 from ..lm import LanguageModel
 from ..sampling import expand_vocab, logits_to_probs, sample
-from .base import Draft, DraftContext
+from .base import Draft, DraftContext, from_file
 
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "eagle"
 FINGERPRINT_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
@@ -143,13 +143,9 @@ class EagleDrafter:
         self.head = copy.deepcopy(head).to(device=target.device, dtype=target.dtype).eval()
         self.head.rotary = type(head.rotary)(head.config).to(target.device)  # rotary frequencies stay float32
         if target.representation.startswith("int8 weight-only"):  # the head runs as the target does
-            from ..quantize import Int8WeightOnlyLinear
+            from ..quantize import int8_linears
 
-            self.head.fc = Int8WeightOnlyLinear(self.head.fc)
-            for parent in list(self.head.layer.modules()):
-                for name, child in list(parent.named_children()):
-                    if isinstance(child, torch.nn.Linear):
-                        setattr(parent, name, Int8WeightOnlyLinear(child))
+            int8_linears(self.head)
         self.embed = target.model.get_input_embeddings()
         self.vocab_ids = head.vocab_ids.to(target.device) if head.vocab_ids is not None else None
         self.lm_weight, self.lm_bias = target.lm_head_rows(self.vocab_ids)
@@ -230,23 +226,18 @@ class EagleDrafter:
                     scores.append(base * v)
             if depth + 1 >= context.max_tokens:
                 break
-            newest = range(len(tokens) - len(frontier) * k, len(tokens))
-            frontier = sorted(newest, key=lambda i: -scores[i])[:k]  # expand the best of the newest depth
-            frontier.sort()
-            guesses = self._expand(state, frontier, tokens, parents, row_of, guesses_of=(guesses, newest, k),
-                                   past=past, depth=depth + 1)
+            first = len(tokens) - len(frontier) * k  # the newest depth: k children per frontier node, in order
+            chosen = sorted(sorted(range(first, len(tokens)), key=lambda i: -scores[i])[:k])  # its best k
+            parent_guesses = torch.stack([guesses[(i - first) // k] for i in chosen])
+            frontier = chosen
+            guesses = self._expand(state, frontier, parent_guesses, tokens, parents, row_of, past, depth + 1)
         keep = sorted(sorted(range(len(tokens)), key=lambda i: (-scores[i], i))[:budget])
         index = {old: new for new, old in enumerate(keep)}
         return Draft([tokens[i] for i in keep], None, [index[parents[i]] if parents[i] >= 0 else -1 for i in keep])
 
-    def _expand(self, state, frontier, tokens, parents, row_of, guesses_of, past: int, depth: int) -> torch.Tensor:
-        """One head forward over the frontier nodes (each paired with its parent's guessed feature), each attending
-        to the true pairs, its expanded ancestors and itself; returns their guessed features."""
-        prev_guesses, newest, k = guesses_of
-        parent_rows = {}  # a newest node's parent was expanded last step: its guess is prev_guesses[j // k]
-        for j, node in enumerate(newest):
-            parent_rows[node] = prev_guesses[j // k]
-        feats = torch.stack([parent_rows[n] for n in frontier])
+    def _expand(self, state, frontier, feats, tokens, parents, row_of, past: int, depth: int) -> torch.Tensor:
+        """One head forward over the frontier nodes, each paired with its parent's guessed feature (`feats`) and
+        attending to the true pairs, its expanded ancestors and itself; returns their guessed features."""
         width = cache_length(state.cache)
         allowed = torch.zeros(len(frontier), width + len(frontier), dtype=torch.bool)
         allowed[:, :past] = True
@@ -275,13 +266,6 @@ def load_head(path: Path, target_config_json: str, target_name: str) -> EagleHea
 def eagle_drafter(target: LanguageModel, config: EagleConfig, tree: bool) -> EagleDrafter:
     """The head for this target (`config.heads`, or the one shipped for it), as a chain or a tree drafter."""
     path = Path(config.heads) if config.heads else default_head_path(target.name)
-    if not path.is_file():
-        raise ConfigError(f"no EAGLE head for {target.name!r} at {path}; train one with "
-                          f"`python -m specdec_core.train_eagle --target {target.name}` or pass a head file")
-    try:
-        head = load_head(path, target.config.to_json_string(), target.name)
-        return EagleDrafter(target, head, EagleTree(config.tree_nodes, config.tree_top_k) if tree else None)
-    except ConfigError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any unreadable or mismatched file becomes one message
-        raise ConfigError(f"cannot use the EAGLE head {path}: {str(e).splitlines()[0][:200]}") from None
+    return from_file(path, "EAGLE head", "train_eagle", target.name, lambda: EagleDrafter(
+        target, load_head(path, target.config.to_json_string(), target.name),
+        EagleTree(config.tree_nodes, config.tree_top_k) if tree else None))

@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..config import ConfigError, MedusaConfig
+from ..config import MedusaConfig
 from ..lm import LanguageModel
 from ..sampling import expand_vocab, logits_to_probs, sample
-from .base import Draft, DraftContext, Stateless
+from .base import Draft, DraftContext, Stateless, from_file
 
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "medusa"
 
@@ -152,11 +152,5 @@ def load_heads(path: Path) -> MedusaHeads:
 def medusa_drafter(target: LanguageModel, config: MedusaConfig, tree: bool) -> MedusaDrafter:
     """The heads for this target (`config.heads`, or the ones shipped for it), as a chain or a tree drafter."""
     path = Path(config.heads) if config.heads else default_heads_path(target.name)
-    if not path.is_file():
-        raise ConfigError(f"no Medusa heads for {target.name!r} at {path}; train them with "
-                          f"`python -m specdec_core.train_medusa --target {target.name}` or pass a heads file")
-    try:
-        heads = load_heads(path)
-        return MedusaDrafter(target, heads, TreeShape(config.tree_nodes, config.tree_top_k) if tree else None)
-    except Exception as e:  # noqa: BLE001 - any unreadable or mismatched file becomes one message
-        raise ConfigError(f"cannot use Medusa heads {path}: {str(e).splitlines()[0][:200]}") from None
+    return from_file(path, "Medusa heads", "train_medusa", target.name, lambda: MedusaDrafter(
+        target, load_heads(path), TreeShape(config.tree_nodes, config.tree_top_k) if tree else None))
