@@ -22,7 +22,7 @@ from .lm import LanguageModel
 
 SIZES = (1, 2, 3, 4, 6, 8, 11, 16)  # plain step, chains up to 15 drafts, the default 10-node tree + root
 PROMPT_TOKENS = 120
-VERSION = 1
+VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Profile:
     model: str
     target_repr: str
     draft_repr: str
+    methods: list[str]  # the registered methods when measured: a newly registered one gets its cost measured
     target_ms: dict[int, float]  # n new tokens after a PROMPT_TOKENS prompt -> ms (best of 3)
     draft_ms: dict[str, float]  # method -> ms per drafted token
     prefill_tokens_per_s: float
@@ -61,6 +62,7 @@ class Profile:
         d = dict(d)
         d["target_ms"] = {int(k): float(v) for k, v in d["target_ms"].items()}
         d["draft_ms"] = {str(k): float(v) for k, v in d["draft_ms"].items()}
+        d["methods"] = [str(m) for m in d["methods"]]
         return Profile(**d)
 
 
@@ -75,7 +77,7 @@ def machine_key(target: LanguageModel, draft_repr: str) -> dict:
         device += f" ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
     return {"device": device, "isa": isa() if target.device.type == "cpu" else target.device.type,
             "torch": torch.__version__, "model": target.name, "target_repr": target.representation,
-            "draft_repr": draft_repr, "methods": sorted(REGISTRY)}  # a newly registered method gets its cost measured
+            "draft_repr": draft_repr, "methods": sorted(REGISTRY)}
 
 
 def cache_path(key: dict) -> Path:
