@@ -6,16 +6,17 @@
    hidden states and its top-16 next-token distribution per position are saved per chunk (resumable: finished chunks
    are skipped). A prompt pass: hundreds of tokens per forward.
 3. Training: pair i = (embedding of token i+1, the target's feature after token i) -> the head guesses the feature
-   after token i+1; loss SmoothL1(guess, true feature) + 0.1 x cross-entropy of the guess's LM-head distribution (over
-   the draft vocabulary: the most frequent target predictions) against the target's. With --ttt, a second pass feeds
-   the head its own guesses in place of the true features (training-time test: drafting beyond the first token runs
-   on guesses) and adds that pass's loss. Checkpoint every --save-every steps (resumable: rerun the same command).
+   after token i+1; loss SmoothL1(guess, true feature) + --ce-weight (0.1) x cross-entropy of the guess's LM-head
+   distribution (over the draft vocabulary: the most frequent target predictions) against the target's. With --ttt, a
+   second pass feeds the head its own guesses in place of the true features (training-time test: drafting beyond the
+   first token runs on guesses) and adds that pass's loss. Checkpoint every --save-every steps (resumable: rerun the same command).
 4. Report: held-out agreement with the target's top token, teacher-forced (the first drafted token) and on the head's
    own guess (the second), before and after; the loss curve; weights + report written to --out (+ .json).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -86,14 +87,15 @@ class Batch:
         self.positions = torch.arange(n)[None].expand(self.embeds.shape[0], n)
 
 
-def losses(head: EagleHead, w: torch.Tensor, b: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def losses(head: EagleHead, w: torch.Tensor, b: Batch, features: torch.Tensor,
+           ce_weight: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss, guessed features) for one pass with the given input features."""
     guess = head(b.embeds, features, b.positions)
     feat = torch.nn.functional.smooth_l1_loss(guess, b.targets)
     logp = torch.log_softmax(guess @ w.T, dim=-1)
     picked = logp.gather(-1, b.soft_ids.clamp(min=0))
     ce = -(b.soft_p * picked).sum(-1).mean()
-    return feat + 0.1 * ce, guess
+    return feat + ce_weight * ce, guess
 
 
 @torch.no_grad()
@@ -138,9 +140,12 @@ def train(args) -> dict:
         head.fc.bias.zero_()
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.0)
     steps = args.epochs * math.ceil(len(train_chunks) / args.batch)
-    warm_cos = lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * s / steps))  # noqa: E731
+    warm = min(50, max(1, steps // 10))
+    warm_cos = lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * s / steps))  # noqa: E731
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warm_cos)
-    state_path = work / f"train-state-{args.intermediate}-{args.vocab}{'-ttt' if args.ttt else ''}.pt"
+    run = {k: getattr(args, k) for k in ("chunks", "chunk_tokens", "vocab", "intermediate", "epochs", "batch", "lr",
+                                         "noise", "ttt", "ce_weight")}  # a checkpoint resumes only the same run
+    state_path = work / f"train-state-{hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()[:12]}.pt"
     step, curve, evals = 0, [], []
     if state_path.exists():
         state = torch.load(state_path)
@@ -158,10 +163,10 @@ def train(args) -> dict:
         order = torch.randperm(len(train_chunks), generator=torch.Generator().manual_seed(epoch))
         b = Batch(data, order[i * args.batch:(i + 1) * args.batch], embed, index)
         noise = torch.empty_like(b.features).uniform_(-args.noise, args.noise)  # EAGLE: robustness to guessed input
-        loss, guess = losses(head, w, b, b.features + noise)
+        loss, guess = losses(head, w, b, b.features + noise, args.ce_weight)
         if args.ttt:
             own = torch.cat([b.features[:, :1], guess[:, :-1].detach()], dim=1)
-            loss = loss + losses(head, w, b, own)[0]
+            loss = loss + losses(head, w, b, own, args.ce_weight)[0]
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -182,7 +187,7 @@ def train(args) -> dict:
         "target": args.target, "target_repr": target.representation, "intermediate_size": args.intermediate,
         "draft_vocab": len(vocab_ids), "train_tokens": int(data["tokens"].numel()),
         "heldout_tokens": int(heldout["tokens"].numel()), "epochs": args.epochs, "steps": steps, "batch": args.batch,
-        "lr": args.lr, "ttt": args.ttt, "noise": args.noise,
+        "lr": args.lr, "ttt": args.ttt, "noise": args.noise, "ce_weight": args.ce_weight,
         "corpus": "Python standard library sources + /usr/share/common-licenses (HumanEval functions excluded)",
         "heldout_before": evals[0], "heldout": evals[-1], "evals": evals, "loss_curve": curve,
         "train_seconds_this_run": round(time.time() - started, 1),
@@ -208,6 +213,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=8, help="chunks per step")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--noise", type=float, default=0.05, help="uniform noise on input features while training")
+    p.add_argument("--ce-weight", type=float, default=0.1, help="weight of the cross-entropy beside the feature loss")
     p.add_argument("--ttt", action="store_true", help="training-time test: also train on the head's own guesses")
     p.add_argument("--save-every", type=int, default=20, help="checkpoint every N steps")
     p.add_argument("--eval-every", type=int, default=100, help="held-out agreement every N steps (at a checkpoint)")
