@@ -127,24 +127,27 @@ def train(args) -> dict:
     heldout = load(extract(target, heldout_chunks, work, "heldout"))
     data = load(extract(target, train_chunks, work, "train"))
     embed = target.model.get_input_embeddings()
-    vocab_ids = draft_vocab(data, args.vocab, target.vocab_size)
+    if args.init:  # go on from a trained head (its draft vocabulary and width kept): sessions add data and steps
+        head = EagleHead.load(Path(args.init), target.config, args.target)
+        vocab_ids = head.vocab_ids if head.vocab_ids is not None else torch.arange(target.vocab_size)
+    else:
+        head = EagleHead(target.config, args.intermediate, draft_vocab(data, args.vocab, target.vocab_size))
+        vocab_ids = head.vocab_ids
+        with torch.no_grad():  # start the fc as "take the feature"
+            h = head.config.hidden_size
+            head.fc.weight.zero_()
+            head.fc.weight[:, h:].copy_(torch.eye(h))
+            head.fc.bias.zero_()
     index = torch.full((target.vocab_size,), -1, dtype=torch.long)
     index[vocab_ids] = torch.arange(len(vocab_ids))
     w = target.lm_head_rows(vocab_ids)[0].float()
-
-    head = EagleHead(target.config, args.intermediate, vocab_ids)
-    with torch.no_grad():  # start the fc as "take the feature" and the layer's output projections small
-        h = head.config.hidden_size
-        head.fc.weight.zero_()
-        head.fc.weight[:, h:].copy_(torch.eye(h))
-        head.fc.bias.zero_()
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.0)
     steps = args.epochs * math.ceil(len(train_chunks) / args.batch)
     warm = min(50, max(1, steps // 10))
     warm_cos = lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * s / steps))  # noqa: E731
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warm_cos)
     run = {k: getattr(args, k) for k in ("chunks", "chunk_tokens", "vocab", "intermediate", "epochs", "batch", "lr",
-                                         "noise", "ttt", "ce_weight")}  # a checkpoint resumes only the same run
+                                         "noise", "ttt", "ce_weight", "init")}  # a checkpoint resumes only the same run
     state_path = work / f"train-state-{hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()[:12]}.pt"
     step, curve, evals = 0, [], []
     if state_path.exists():
@@ -184,7 +187,8 @@ def train(args) -> dict:
                         "step": step, "curve": curve, "evals": evals}, state_path)
     bar.close()
     report = {
-        "target": args.target, "target_repr": target.representation, "intermediate_size": args.intermediate,
+        "target": args.target, "target_repr": target.representation, "intermediate_size": head.intermediate_size,
+        "init": _init_info(args.init),
         "draft_vocab": len(vocab_ids), "train_tokens": int(data["tokens"].numel()),
         "heldout_tokens": int(heldout["tokens"].numel()), "epochs": args.epochs, "steps": steps, "batch": args.batch,
         "lr": args.lr, "ttt": args.ttt, "noise": args.noise, "ce_weight": args.ce_weight,
@@ -197,6 +201,17 @@ def train(args) -> dict:
     head.save(out, {k: v for k, v in report.items() if k not in ("loss_curve", "evals")})
     out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     return report
+
+
+def _init_info(path: str | None) -> dict | None:
+    """What the head started from: the file and its own training report (so totals over sessions add up)."""
+    if not path:
+        return None
+    from safetensors import safe_open
+
+    with safe_open(path, "pt") as f:
+        info = json.loads(f.metadata().get("info", "{}"))
+    return {"file": str(path), "report": info}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -215,6 +230,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--noise", type=float, default=0.05, help="uniform noise on input features while training")
     p.add_argument("--ce-weight", type=float, default=0.1, help="weight of the cross-entropy beside the feature loss")
     p.add_argument("--ttt", action="store_true", help="training-time test: also train on the head's own guesses")
+    p.add_argument("--init", help="start from this trained head file (keeps its draft vocabulary and width)")
     p.add_argument("--save-every", type=int, default=20, help="checkpoint every N steps")
     p.add_argument("--eval-every", type=int, default=100, help="held-out agreement every N steps (at a checkpoint)")
     return p

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The EAGLE head's training curves as one Plotly page: `python docs/scripts/eagle_report.py [REPORT.json] [OUT.html]`
-(defaults: assets/eagle/qwen2.5-coder-1.5b.json -> docs/eagle-training.html). Reads the report train_eagle writes."""
+"""The EAGLE head's training curves as one Plotly page: `python docs/scripts/eagle_report.py [RUN.json ...] [OUT.html]`
+(defaults: docs/eagle-runs/*.json in order -> docs/eagle-training.html). Each file is the report one train_eagle run
+wrote; a run started with --init goes on from the previous one, so its steps are drawn after it."""
 import json
 import sys
 from pathlib import Path
@@ -8,19 +9,29 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-src = Path(sys.argv[1] if len(sys.argv) > 1 else "assets/eagle/qwen2.5-coder-1.5b.json")
-out = Path(sys.argv[2] if len(sys.argv) > 2 else "docs/eagle-training.html")
-r = json.loads(src.read_text())
-fig = make_subplots(rows=1, cols=2, subplot_titles=("training loss (SmoothL1 + 0.1 CE per step)",
+args = [Path(a) for a in sys.argv[1:]]
+out = args.pop() if args and args[-1].suffix == ".html" else Path("docs/eagle-training.html")
+runs = [json.loads(p.read_text()) for p in (args or sorted(Path("docs/eagle-runs").glob("*.json")))]
+fig = make_subplots(rows=1, cols=2, subplot_titles=("training loss per step",
                                                     "held-out top-1 agreement with the target"))
-steps, loss = zip(*r["loss_curve"])
-fig.add_scatter(x=steps, y=loss, mode="lines", name="loss", row=1, col=1)
-ev = r["evals"]
-for key, name in (("first_token", "first drafted token (true features)"), ("own_guess", "later tokens (own guesses)")):
-    fig.add_scatter(x=[e["step"] for e in ev], y=[e[key] for e in ev], mode="lines+markers", name=name, row=1, col=2)
+offset = 0
+for i, r in enumerate(runs, 1):
+    label = f"run {i}: {r['train_tokens']:,} tokens"
+    steps, loss = zip(*r["loss_curve"])
+    fig.add_scatter(x=[offset + s for s in steps], y=loss, mode="lines", name=f"loss, {label}", row=1, col=1)
+    for key, name in (("first_token", "first drafted token"), ("own_guess", "later tokens (own guesses)")):
+        ev = r["evals"]
+        fig.add_scatter(x=[offset + e["step"] for e in ev], y=[e[key] for e in ev], mode="lines+markers",
+                        name=f"{name}, {label} ({ev[-1]['positions']:,} held-out positions)", row=1, col=2)
+    if i > 1:
+        for col in (1, 2):
+            fig.add_vline(x=offset, line_dash="dot", line_color="#888", row=1, col=col)
+    offset += r["steps"]
 fig.update_yaxes(range=[0, 1], row=1, col=2)
-fig.update_layout(template="plotly_white", height=460,
-                  title=f"EAGLE head for {r['target']} ({r['target_repr']}): {r['train_tokens']} training tokens, "
-                        f"{r['steps']} steps, draft vocabulary {r['draft_vocab']}")
+fig.update_xaxes(title_text="step")
+last = runs[-1]
+fig.update_layout(template="plotly_white", height=520, legend=dict(orientation="h", y=-0.25),
+                  title=f"EAGLE head for {last['target']} ({last['target_repr']}): {len(runs)} run(s), "
+                        f"{offset} steps, draft vocabulary {last['draft_vocab']}")
 out.write_text(fig.to_html(include_plotlyjs="cdn"))
 print(f"wrote {out}")
