@@ -9,7 +9,8 @@
    after token i+1; loss SmoothL1(guess, true feature) + --ce-weight (0.1) x cross-entropy of the guess's LM-head
    distribution (over the draft vocabulary: the most frequent target predictions) against the target's. With --ttt, a
    second pass feeds the head its own guesses in place of the true features (training-time test: drafting beyond the
-   first token runs on guesses) and adds that pass's loss. Checkpoint every --save-every steps (resumable: rerun the same command).
+   first token runs on guesses) and adds that pass's loss. Checkpoint every --save-every steps (resumable: rerun the
+   same command).
 4. Report: held-out agreement with the target's top token, teacher-forced (the first drafted token) and on the head's
    own guess (the second), before and after; the loss curve; weights + report written to --out (+ .json).
 """
@@ -129,15 +130,14 @@ def train(args) -> dict:
     embed = target.model.get_input_embeddings()
     if args.init:  # go on from a trained head (its draft vocabulary and width kept): sessions add data and steps
         head = EagleHead.load(Path(args.init), target.config, args.target)
-        vocab_ids = head.vocab_ids if head.vocab_ids is not None else torch.arange(target.vocab_size)
     else:
         head = EagleHead(target.config, args.intermediate, draft_vocab(data, args.vocab, target.vocab_size))
-        vocab_ids = head.vocab_ids
         with torch.no_grad():  # start the fc as "take the feature"
             h = head.config.hidden_size
             head.fc.weight.zero_()
             head.fc.weight[:, h:].copy_(torch.eye(h))
             head.fc.bias.zero_()
+    vocab_ids = head.vocab_ids if head.vocab_ids is not None else torch.arange(target.vocab_size)
     index = torch.full((target.vocab_size,), -1, dtype=torch.long)
     index[vocab_ids] = torch.arange(len(vocab_ids))
     w = target.lm_head_rows(vocab_ids)[0].float()
@@ -188,7 +188,7 @@ def train(args) -> dict:
     bar.close()
     report = {
         "target": args.target, "target_repr": target.representation, "intermediate_size": head.intermediate_size,
-        "init": _init_info(args.init),
+        "init": {"file": args.init, "report": head.info} if args.init else None,  # totals over runs add up
         "draft_vocab": len(vocab_ids), "train_tokens": int(data["tokens"].numel()),
         "heldout_tokens": int(heldout["tokens"].numel()), "epochs": args.epochs, "steps": steps, "batch": args.batch,
         "lr": args.lr, "ttt": args.ttt, "noise": args.noise, "ce_weight": args.ce_weight,
@@ -201,17 +201,6 @@ def train(args) -> dict:
     head.save(out, {k: v for k, v in report.items() if k not in ("loss_curve", "evals")})
     out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     return report
-
-
-def _init_info(path: str | None) -> dict | None:
-    """What the head started from: the file and its own training report (so totals over sessions add up)."""
-    if not path:
-        return None
-    from safetensors import safe_open
-
-    with safe_open(path, "pt") as f:
-        info = json.loads(f.metadata().get("info", "{}"))
-    return {"file": str(path), "report": info}
 
 
 def parser() -> argparse.ArgumentParser:

@@ -170,7 +170,8 @@ def test_exactness_lab_p_is_bitwise_the_same_in_a_verify_forward(draft_model):
 def test_cost_curve_figure_shows_measured_T_against_free_verification():
     from specdec_core.profile import Profile
 
-    p = Profile(device="cpu", isa="AVX2", torch="2.13.0", model="m", target_repr="int8 weight-only", draft_repr="x", methods=[],
+    p = Profile(device="cpu", isa="AVX2", torch="2.13.0", model="m", target_repr="int8 weight-only", draft_repr="x",
+                methods=[],
                 target_ms={1: 150.0, 2: 175.0, 4: 225.0, 8: 470.0}, draft_ms={}, prefill_tokens_per_s=30.0,
                 bandwidth_gb_s=12.0, utilization=0.6, target_bytes=1_700_000_000)
     fig = figures.cost_curve_figure(p)
@@ -223,7 +224,8 @@ def test_race_and_bench_compare_through_one_model(tiny_models, target):
     from specdec_core.bench.aggregate import RunRecord, summarise
     from specdec_core.profile import Profile
 
-    profile = Profile(device="cpu", isa="AVX2", torch="x", model="m", target_repr="r", draft_repr="d", methods=["draft"],
+    profile = Profile(device="cpu", isa="AVX2", torch="x", model="m", target_repr="r", draft_repr="d",
+                      methods=["draft"],
                       target_ms={1: 10.0, 2: 11.0, 4: 13.0, 8: 20.0}, draft_ms={"draft": 2.0},
                       prefill_tokens_per_s=100.0, bandwidth_gb_s=10.0, utilization=0.5, target_bytes=1)
     request = race.parse_request("ABCDEFGHABCDE", "draft", 3, False, 0, 1, 0, 20, False)

@@ -14,7 +14,8 @@ from specdec_core.models import tiny_model
 
 def fake(**kw) -> prof.Profile:
     base = dict(device="cpu (x, 2 threads)", isa="AVX2", torch="2.13.0", model="m", target_repr="int8 weight-only",
-                draft_repr="int8 dynamic", methods=["draft"], target_ms={1: 100.0, 2: 120.0, 4: 160.0, 8: 300.0}, draft_ms={"draft": 20.0},
+                draft_repr="int8 dynamic", methods=["draft"], target_ms={1: 100.0, 2: 120.0, 4: 160.0, 8: 300.0},
+                draft_ms={"draft": 20.0},
                 prefill_tokens_per_s=50.0, bandwidth_gb_s=10.0, utilization=0.5, target_bytes=500_000_000)
     return prof.Profile(**{**base, **kw})
 

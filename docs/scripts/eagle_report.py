@@ -19,8 +19,8 @@ for i, r in enumerate(runs, 1):
     label = f"run {i}: {r['train_tokens']:,} tokens"
     steps, loss = zip(*r["loss_curve"])
     fig.add_scatter(x=[offset + s for s in steps], y=loss, mode="lines", name=f"loss, {label}", row=1, col=1)
+    ev = r["evals"]
     for key, name in (("first_token", "first drafted token"), ("own_guess", "later tokens (own guesses)")):
-        ev = r["evals"]
         fig.add_scatter(x=[offset + e["step"] for e in ev], y=[e[key] for e in ev], mode="lines+markers",
                         name=f"{name}, {label} ({ev[-1]['positions']:,} held-out positions)", row=1, col=2)
     if i > 1:

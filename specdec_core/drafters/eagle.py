@@ -70,6 +70,7 @@ class EagleHead(torch.nn.Module):
         self.layer.input_layernorm = torch.nn.Identity()
         self.rotary = rotary_class(self.config)
         self.vocab_ids = vocab_ids  # the draft vocabulary (None: all of it)
+        self.info: dict = {}  # a loaded head: its training report (from the file's metadata)
 
     @property
     def intermediate_size(self) -> int:
@@ -105,14 +106,16 @@ class EagleHead(torch.nn.Module):
 
         with safe_open(str(path), "pt") as f:
             meta = f.metadata()
+        info = json.loads(meta.get("info", "{}"))  # the report of the training run that wrote the file
         if meta.get("fingerprint") != fingerprint(target_config):
-            owner = json.loads(meta.get("info", "{}")).get("target", "another model")
+            owner = info.get("target", "another model")
             raise ConfigError(f"these EAGLE heads belong to {owner} (fingerprint {meta.get('fingerprint')}), not to "
                               f"{target_name} ({fingerprint(target_config)})")
         tensors = load_file(str(path))
         vocab = tensors.pop("vocab_ids", None)
         head = EagleHead(target_config, int(meta["intermediate_size"]), vocab.long() if vocab is not None else None)
         head.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
+        head.info = info
         return head
 
 
