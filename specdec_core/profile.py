@@ -22,7 +22,7 @@ from .lm import LanguageModel
 
 SIZES = (1, 2, 3, 4, 6, 8, 11, 16)  # plain step, chains up to 15 drafts, the default 10-node tree + root
 PROMPT_TOKENS = 120
-VERSION = 2
+VERSION = 3  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before)
 
 
 @dataclass(frozen=True)
@@ -174,16 +174,24 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
                    target_bytes=nbytes)
 
 
-def drafter_timer(drafter, target: LanguageModel, gamma: int = 5):
-    """A timer of one drafter: ms per drafted token when it proposes `gamma` tokens after a prompt (greedy; best of
-    3, after one untimed call that syncs its caches). Medusa heads read the target's hidden state of the prompt."""
+def timing_context(target: LanguageModel, prompt: list[int], gamma: int):
+    """The engine's context right after a prompt pass (greedy): the target's features of every prompt token but the
+    last (Medusa heads read the last row; an EAGLE head reads them all)."""
     from .config import SamplingConfig
     from .drafters.base import DraftContext
+    from .features import Features
+
+    features = Features(target.forward(prompt[:-1], new_cache()).hidden)
+    gen = torch.Generator(device=target.device).manual_seed(0)
+    return DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, features.last(), features=features)
+
+
+def drafter_timer(drafter, target: LanguageModel, gamma: int = 5):
+    """A timer of one drafter: ms per drafted token when it proposes `gamma` tokens after a prompt (best of 3, after
+    one untimed call that syncs its caches)."""
 
     def timer(prompt: list[int]) -> float:
-        hidden = target.forward(prompt, new_cache()).hidden[-1]
-        gen = torch.Generator(device=target.device).manual_seed(0)
-        context = DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, hidden)
+        context = timing_context(target, prompt, gamma)
         state = drafter.start()
         drafter.propose(state, context)
         return _best_ms(lambda: drafter.propose(state, context), 3) / gamma

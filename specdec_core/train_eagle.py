@@ -117,6 +117,11 @@ def agreement(head: EagleHead, w: torch.Tensor, data: dict, embed, index: torch.
     return {"first_token": right[0] / max(total, 1), "own_guess": right[1] / max(total, 1), "positions": total}
 
 
+def worse(after: dict, before: dict) -> bool:
+    """A run made the head worse: lower held-out agreement on its own guesses (what decides τ) or on the first token."""
+    return (after["own_guess"], after["first_token"]) < (before["own_guess"], before["first_token"])
+
+
 def train(args) -> dict:
     from .representation import load_target
 
@@ -198,6 +203,11 @@ def train(args) -> dict:
         "command": "python -m specdec_core.train_eagle " + " ".join(sys.argv[1:]),
     }
     out = Path(args.out or default_head_path(args.target))
+    if args.init and out.resolve() == Path(args.init).resolve() and worse(evals[-1], evals[0]):
+        out = out.with_name(out.stem + "-regressed" + out.suffix)  # never overwrite a head with a worse one
+        print(f"held-out agreement fell ({evals[0]} -> {evals[-1]}): {args.init} kept, this run written to {out}",
+              file=sys.stderr)
+    report["out"] = str(out)
     head.save(out, {k: v for k, v in report.items() if k not in ("loss_curve", "evals")})
     out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -215,7 +225,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--intermediate", type=int, default=4480, help="the head layer's MLP width")
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch", type=int, default=8, help="chunks per step")
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, help="peak learning rate (default 1e-3 for a new head, 3e-4 with --init: "
+                   "1e-3 on a trained head undid it here)")
     p.add_argument("--noise", type=float, default=0.05, help="uniform noise on input features while training")
     p.add_argument("--ce-weight", type=float, default=0.1, help="weight of the cross-entropy beside the feature loss")
     p.add_argument("--ttt", action="store_true", help="training-time test: also train on the head's own guesses")
@@ -225,15 +236,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked, with the learning rate's default resolved (it depends on --init)."""
     p = parser()
     args = p.parse_args(argv)
+    if args.lr is None:
+        args.lr = 3e-4 if args.init else 1e-3
     if not (args.chunks >= 10 and args.chunk_tokens >= 16 and args.epochs >= 1 and args.batch >= 1
-            and args.vocab >= 16 and args.intermediate >= 8):
-        p.error("need chunks >= 10, chunk-tokens >= 16, epochs >= 1, batch >= 1, vocab >= 16, intermediate >= 8")
+            and args.vocab >= 16 and args.intermediate >= 8 and args.lr > 0):
+        p.error("need chunks >= 10, chunk-tokens >= 16, epochs >= 1, batch >= 1, vocab >= 16, intermediate >= 8, "
+                "lr > 0")
     if args.eval_every % args.save_every:
         p.error("--eval-every must be a multiple of --save-every")
-    report = train(args)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    report = train(parse(argv))
     print(json.dumps({"before": report["heldout_before"], "after": report["heldout"]}, indent=2))
     return 0
 

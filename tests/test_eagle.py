@@ -96,3 +96,15 @@ def test_eagle_drafts_from_the_first_round_and_tree_respects_its_budget(target):
         for r in rounds:
             if tree is not None and r.parents:
                 assert len(r.drafted) <= 6 and all(p < i for i, p in enumerate(r.parents))
+
+
+def test_trainer_steps_gently_on_a_trained_head_and_never_keeps_a_worse_one():
+    from specdec_core.train_eagle import parse, worse
+
+    assert parse([]).lr == 1e-3 and parse(["--init", "head.safetensors"]).lr == 3e-4
+    assert parse(["--init", "head.safetensors", "--lr", "1e-4"]).lr == 1e-4
+    with pytest.raises(SystemExit):
+        parse(["--lr", "0"])
+    before = {"first_token": 0.51, "own_guess": 0.35}
+    assert worse({"first_token": 0.55, "own_guess": 0.30}, before)  # own guesses decide tau
+    assert not worse({"first_token": 0.50, "own_guess": 0.36}, before) and not worse(before, before)
