@@ -8,6 +8,7 @@ torch version or representation is never used, and a corrupt one is measured aga
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import platform
@@ -176,25 +177,28 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
 
 def timing_context(target: LanguageModel, prompt: list[int], gamma: int):
     """The engine's context right after a prompt pass (greedy): the target's features of every prompt token but the
-    last (Medusa heads read the last row; an EAGLE head reads them all)."""
+    last (Medusa heads read the last row; an EAGLE head reads them all); a chain of `gamma`, a tree of `gamma` nodes."""
     from .config import SamplingConfig
     from .drafters.base import DraftContext
     from .features import Features
 
     features = Features(target.forward(prompt[:-1], new_cache()).hidden)
     gen = torch.Generator(device=target.device).manual_seed(0)
-    return DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, features.last(), features=features)
+    return DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, features.last(), gamma, features)  # a tree: γ nodes
 
 
-def drafter_timer(drafter, target: LanguageModel, gamma: int = 5):
-    """A timer of one drafter: ms per drafted token when it proposes `gamma` tokens after a prompt (best of 3, after
-    one untimed call that syncs its caches)."""
+def drafter_timer(drafter, target: LanguageModel, gamma: int = 5, behind: int = 2):
+    """A timer of one drafter: ms per drafted token of one round, as the engine calls it: its state synced up to
+    `behind` tokens before the end of the prompt (last round's commits), then one proposal of `gamma` tokens that
+    catches up and drafts. Best of 3 on fresh copies of the synced state, after one untimed round."""
 
     def timer(prompt: list[int]) -> float:
+        synced = drafter.start()
+        drafter.propose(synced, timing_context(target, prompt[:-behind], gamma))
         context = timing_context(target, prompt, gamma)
-        state = drafter.start()
-        drafter.propose(state, context)
-        return _best_ms(lambda: drafter.propose(state, context), 3) / gamma
+        states = [copy.deepcopy(synced) for _ in range(4)]
+        drafter.propose(states.pop(), context)
+        return _best_ms(lambda: drafter.propose(states.pop(), context), 3) / gamma
 
     return timer
 

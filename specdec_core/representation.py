@@ -72,14 +72,21 @@ def _time_ms(layer: torch.nn.Module, rows: int, dtype: torch.dtype, reps: int = 
 
 @torch.inference_mode()
 def choose_cpu(model: torch.nn.Module) -> Choice:
-    """bf16 or int8 for this CPU: time the model's largest decoder Linear both ways for TIMED_ROWS rows."""
+    """bf16 or int8 for this CPU: time the model's largest decoder Linear both ways for TIMED_ROWS rows, each as the
+    bit-exact target will run it (a layer that is not row-invariant here runs in fixed blocks: time those)."""
+    from .exact import Blocked, probe_linear
     from .quantize import Int8WeightOnlyLinear
+
+    def as_run(lay: torch.nn.Module) -> torch.nn.Module:
+        rows = probe_linear(lay).rows
+        return Blocked(lay, rows) if rows else lay
 
     layer = max((m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "lm_head" not in n),
                 key=lambda m: m.in_features * m.out_features)
     dense = copy.deepcopy(layer).to(torch.bfloat16)
     int8 = Int8WeightOnlyLinear(dense)
-    ms = {name: [_time_ms(lay, r, torch.bfloat16) for r in TIMED_ROWS] for name, lay in (("bf16", dense), ("int8", int8))}
+    ms = {name: [_time_ms(as_run(lay), r, torch.bfloat16) for r in TIMED_ROWS]
+          for name, lay in (("bf16", dense), ("int8", int8))}
     best = min(ms, key=lambda k: sum(ms[k]))
     shown = "; ".join(f"{k} " + "/".join(f"{v:.1f}" for v in ms[k]) for k in ms)
     rows = "/".join(map(str, TIMED_ROWS))

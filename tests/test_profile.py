@@ -125,3 +125,11 @@ def test_every_drafter_drafts_in_the_context_it_is_timed_in(name, target, draft_
     """A timer of a drafter that proposes nothing measures nothing (EAGLE once showed 0.0 ms for want of features)."""
     drafter = make_drafter(name, target, draft_model)
     assert drafter.propose(drafter.start(), prof.timing_context(target, PROMPT, 3)).tokens
+    assert prof.drafter_timer(drafter, target, 3)(PROMPT) > 0  # a round after a synced one (EAGLE once failed here)
+
+
+def test_auto_times_each_representation_as_the_exact_target_runs_it():
+    from specdec_core.representation import choose_cpu
+
+    choice = choose_cpu(tiny_model(seed=2).model)
+    assert choice.representation in ("bf16", "int8") and "1/6/16 rows" in choice.reason
