@@ -82,9 +82,10 @@ def recommend(profile, kind: str, priors: dict | None = None) -> Recommendation:
     return Recommendation(kind, sorted(preds, key=lambda p: -p.speedup), f"{profile.isa} · {profile.target_repr}")
 
 
-def priors_from_bench(path: Path) -> dict[str, list[float]]:
-    """Per method, the per-position acceptance over every run of a bench JSON (each run weighted by its rounds)."""
-    data = json.loads(Path(path).read_text())
-    runs = [r for r in data["runs"] if r["stats"] and r["stats"].get("drafted")]
+def priors_from_bench(*paths: Path) -> dict[str, list[float]]:
+    """Per method, the per-position acceptance over every run of these bench JSON files (each run weighted by its
+    rounds)."""
+    runs = [r for path in paths for r in json.loads(Path(path).read_text())["runs"]
+            if r["stats"] and r["stats"].get("drafted")]
     return {m: [round(a, 4) for a in pooled_positions([Stats.from_dict(r["stats"]) for r in runs if r["method"] == m])]
             for m in dict.fromkeys(r["method"] for r in runs)}

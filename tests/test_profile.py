@@ -133,3 +133,21 @@ def test_auto_times_each_representation_as_the_exact_target_runs_it():
 
     choice = choose_cpu(tiny_model(seed=2).model)
     assert choice.representation in ("bf16", "int8") and "1/6/16 rows" in choice.reason
+
+
+def test_priors_pool_the_runs_of_several_bench_files(tmp_path):
+    from specdec_core.recommend import priors_from_bench
+
+    def bench(path, method, accepted):  # one run: 4 rounds of 2 drafted tokens, `accepted` tokens accepted in each
+        stats = {"new_tokens": 12, "rounds": 4, "target_forwards": 4, "drafted": 8, "accepted": 4 * accepted,
+                 "acceptance_rate": accepted / 2, "mean_tokens_per_round": accepted + 1.0,
+                 "per_position_acceptance": [1.0, 1.0] if accepted == 2 else [1.0, 0.0] if accepted else [0.0, 0.0],
+                 "draft_lengths": {"2": 4}, "draft_seconds": 0.1, "verify_seconds": 0.4, "prefill_seconds": 0.1,
+                 "wall_seconds": 0.6, "tokens_per_second": 24.0}
+        path.write_text(json.dumps({"runs": [{"method": method, "stats": stats}, {"method": "ar", "stats": None}]}))
+        return path
+
+    one = priors_from_bench(bench(tmp_path / "a.json", "draft", 2), bench(tmp_path / "b.json", "eagle", 0))
+    assert one == {"draft": [1.0, 1.0], "eagle": [0.0, 0.0]}
+    both = priors_from_bench(tmp_path / "a.json", bench(tmp_path / "c.json", "draft", 1))
+    assert both["draft"][0] == 1.0 and both["draft"][1] == 0.5  # pooled over the rounds of both files
