@@ -177,14 +177,15 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
                    target_bytes=nbytes)
 
 
-def timing_context(target: LanguageModel, prompt: list[int], gamma: int):
+def timing_context(target: LanguageModel, prompt: list[int], gamma: int, hidden: torch.Tensor | None = None):
     """The engine's context right after a prompt pass (greedy): the target's features of every prompt token but the
-    last (Medusa heads read the last row; an EAGLE head reads them all); a chain of `gamma`, a tree of `gamma` nodes."""
+    last (Medusa heads read the last row; an EAGLE head reads them all); a chain of `gamma`, a tree of `gamma` nodes.
+    `hidden`: those features when already computed."""
     from .config import SamplingConfig
     from .drafters.base import DraftContext
     from .features import Features
 
-    features = Features(target.forward(prompt[:-1], new_cache()).hidden)
+    features = Features(target.forward(prompt[:-1], new_cache()).hidden if hidden is None else hidden)
     gen = torch.Generator(device=target.device).manual_seed(0)
     return DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, features.last(), gamma, features)  # a tree: γ nodes
 
@@ -195,9 +196,10 @@ def drafter_timer(drafter, target: LanguageModel, gamma: int = 5, behind: int = 
     catches up and drafts. Best of 3 on fresh copies of the synced state, after one untimed round."""
 
     def timer(prompt: list[int]) -> float:
-        synced = drafter.start()
-        drafter.propose(synced, timing_context(target, prompt[:-behind], gamma))
         context = timing_context(target, prompt, gamma)
+        hidden = context.features.since(0)  # one prompt pass: the earlier round's features are a prefix of these
+        synced = drafter.start()
+        drafter.propose(synced, timing_context(target, prompt[:-behind], gamma, hidden[:-behind]))
         states = [copy.deepcopy(synced) for _ in range(4)]
         drafter.propose(states.pop(), context)
         return _best_ms(lambda: drafter.propose(states.pop(), context), 3) / gamma

