@@ -46,9 +46,10 @@ def add_model_args(p) -> None:
     p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"],
                    help="dense target representation (same as --target-repr bf16/fp16/fp32) and the draft's default")
     p.add_argument("--draft-dtype", choices=["bfloat16", "float16", "float32"], help="the draft model's only")
-    p.add_argument("--draft-repr", choices=["auto", "bf16", "fp16", "fp32", "int8"], default="auto",
+    p.add_argument("--draft-repr", choices=["auto", "bf16", "fp16", "fp32", "int8", "int4"], default="auto",
                    help="draft representation (no exactness needed: it only changes the guesses). auto: dynamic int8 "
-                        "on a CPU (a 0.5B step 118 → 48 ms, docs/performance.md e3), the target's dtype on a GPU")
+                        "on a CPU (a 0.5B step 118 → 48 ms, docs/performance.md e3), the target's dtype on a GPU; "
+                        "int4: 4-bit weight-only (CPU; faster steps on AVX-512, weaker guesses)")
     p.add_argument("--draft-quant", choices=["int8"], help="dynamic int8 quantisation of the draft's linear layers")
     p.add_argument("--draft-quant-granularity", choices=["channel", "tensor"], default="channel",
                    help="int8 weight scales per output channel (default) or per tensor")
@@ -173,7 +174,12 @@ def draft_is_int8(args) -> bool:
 
 
 def load_draft(args):
-    """The draft model in its representation (dynamic int8 or a dense dtype): it only changes q, never the output."""
+    """The draft model in its representation (dynamic int8, int4 weight-only or a dense dtype): it only changes q,
+    never the output."""
+    if args.draft_repr == "int4":
+        from .quantize import load_int4
+
+        return load_int4(args.draft, args.device)
     if draft_is_int8(args):
         from .quantize import load_int8
 

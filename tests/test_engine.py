@@ -205,3 +205,25 @@ def test_cost_aware_length_is_a_trees_node_budget(target, draft_model):
     assert max(r.num_drafted for r in fixed) == 8  # conftest's TreeShape(8, 3), whatever the length
     assert [t for r in rounds for t in r.emitted] == [t for r in fixed for t in r.emitted] == \
         greedy_reference(target, PROMPT, 20)
+
+
+def test_int4_draft_keeps_greedy_output_and_its_layers_track_bf16(target):
+    """An int4 weight-only draft (a --draft-repr) changes only q: the output stays plain greedy; each int4 layer stays
+    within 4-bit rounding of the bf16 layer it replaced."""
+    import copy
+
+    from specdec_core.lm import LanguageModel
+    from specdec_core.quantize import Int4WeightOnlyLinear, int4_weight_only
+
+    dense = copy.deepcopy(target.model).to(torch.bfloat16)
+    layer = dense.model.layers[0].mlp.down_proj
+    x = torch.randn(5, layer.in_features, dtype=torch.bfloat16)
+    ref = layer(x).float()
+    err = (Int4WeightOnlyLinear(layer)(x).float() - ref).norm() / ref.norm()
+    assert 0 < err < 0.15
+    draft = int4_weight_only(LanguageModel(dense, "tiny-bf16"))
+    assert "int4" in draft.representation and isinstance(draft.lm_head, Int4WeightOnlyLinear)
+    config = GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=4))
+    result = run(SpeculativeEngine(target, DraftModelDrafter(draft, target.vocab_size)), "draft", PROMPT, config)
+    assert result.token_ids == greedy_reference(target, PROMPT, N)
+    assert result.stats.accepted > 0
