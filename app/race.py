@@ -169,17 +169,20 @@ def verdict_html(record: RaceRecord, tokenizer) -> str:
                         "error")
 
 
-def race_outputs(record: RaceRecord, show_rejected: bool, status: str) -> dict:
-    """What the Race tab shows for a (running or finished) race, by output name."""
-    return {
+def race_outputs(record: RaceRecord, show_rejected: bool, status: str, per_round: bool = True) -> dict:
+    """What the Race tab shows for a (running or finished) race, by output name. `per_round=False` leaves out the
+    per-round charts (the page draws them before and after the timed runs only)."""
+    out = {
         "spec": tokens_html(record.spec.pieces, show_rejected, "waiting…"),
         "ar": tokens_html(record.ar.pieces, False, "runs after the speculative run finishes"),
         "race_plot": figures.race_figure(record.spec.rounds, record.ar.rounds, record.spec.label),
-        "split_plot": figures.time_split_figure(record.spec.rounds),
-        "hist_plot": figures.accepted_histogram(record.spec.rounds),
         "headline": headline(record),
         "status": status,
     }
+    if per_round:
+        out["split_plot"] = figures.time_split_figure(record.spec.rounds)
+        out["hist_plot"] = figures.accepted_histogram(record.spec.rounds)
+    return out
 
 
 def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[int], SpeculativeEngine]:

@@ -14,7 +14,6 @@ from .render import legend_html, message_html, tokens_html
 from .resources import STORE
 
 UPDATE_SECONDS = 1.0  # live redraw interval of the race
-LATE_OUTPUTS = ("split_plot", "hist_plot")  # drawn before and after the timed runs only
 METHOD_CHOICES = [(spec.label, name) for name, spec in REGISTRY.items()]
 # The /race endpoint's outputs, in the order gradio_client returns them (a stable API: keep the order).
 OUTPUTS = ("spec", "ar", "race_plot", "split_plot", "hist_plot", "headline", "status", "verdict", "record",
@@ -36,10 +35,9 @@ def race_handler(prompt, method, num_draft_tokens, adaptive, temperature, top_p,
             # the end, never in between (redrawn live they loaded the speculative run alone: 1.29-1.39x against 1.5x
             # by API), and an unchanged text (the other run's tokens) is not sent again.
             if time.perf_counter() - shown >= UPDATE_SECONDS:
-                out = race.race_outputs(record, show_rejected, message_html(status))
+                out = race.race_outputs(record, show_rejected, message_html(status), per_round=not shown)
                 if shown:
-                    out = {k: v for k, v in out.items() if k not in LATE_OUTPUTS and not
-                           (isinstance(v, str) and sent.get(k) == v)}
+                    out = {k: v for k, v in out.items() if not (isinstance(v, str) and sent.get(k) == v)}
                 sent.update(out)
                 yield {**out, "verdict": "", "record": record}
                 shown = time.perf_counter()

@@ -95,6 +95,8 @@ def test_race_streams_both_runs_and_matches_the_engine(tiny_models, target, draf
     assert summary["speedup"] == pytest.approx(summary["speculative"]["tokens_per_second"]
                                                / summary["autoregressive"]["tokens_per_second"])
     html_out = race.race_outputs(record, False, "")
+    assert {"split_plot", "hist_plot"} <= set(html_out)
+    assert not {"split_plot", "hist_plot"} & set(race.race_outputs(record, False, "", per_round=False))
     assert html_out["spec"].count('class="tok s-') == 24
     assert "Identical" in race.verdict_html(record, tiny_models.tokenizer)
     assert "Bit-exact" in race.verdict_html(record, tiny_models.tokenizer)  # the tiny target measured 0.0
