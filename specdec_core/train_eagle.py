@@ -75,6 +75,12 @@ def draft_vocab(data: dict, size: int, vocab_size: int) -> torch.Tensor:
     return torch.sort(ids[counts[ids] > 0]).values
 
 
+def grow_vocab(ids: torch.Tensor, data: dict, size: int, vocab_size: int) -> torch.Tensor:
+    """A trained head's draft vocabulary plus this data's `size` most frequent predictions (ascending ids). The
+    vocabulary is only an index into the frozen LM head, so it grows with new data and nothing needs retraining."""
+    return torch.unique(torch.cat([ids.long(), draft_vocab(data, size, vocab_size)]))
+
+
 class Batch:
     """Training tensors for chunks `idx`: head inputs and targets, the soft targets mapped into the draft vocab."""
 
@@ -143,9 +149,8 @@ def train(args) -> dict:
     embed = target.model.get_input_embeddings()
     if args.init:  # go on from a trained head (its width kept): sessions add data and steps
         head = EagleHead.load(Path(args.init), target.config, args.target)
-        if head.vocab_ids is not None and args.vocab > len(head.vocab_ids):  # the vocabulary is only an index into
-            grown = torch.cat([head.vocab_ids, draft_vocab(data, args.vocab, target.vocab_size)])  # the frozen LM
-            head.vocab_ids = torch.unique(grown)  # head: it grows with new data, nothing to retrain (sorted ids)
+        if head.vocab_ids is not None and args.vocab > len(head.vocab_ids):
+            head.vocab_ids = grow_vocab(head.vocab_ids, data, args.vocab, target.vocab_size)
     else:
         head = EagleHead(target.config, args.intermediate, draft_vocab(data, args.vocab, target.vocab_size))
         with torch.no_grad():  # start the fc as "take the feature"

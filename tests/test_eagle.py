@@ -137,3 +137,11 @@ def test_corpus_weaves_docs_into_code_and_a_larger_corpus_extends_a_smaller_one(
         parse(["--corpus", "web"])
     with pytest.raises(ValueError, match="unknown corpus"):
         corpus_chunks(Tok(), 16, 12, kind="web")
+
+
+def test_a_trained_heads_draft_vocabulary_grows_with_new_data():
+    from specdec_core.train_eagle import grow_vocab
+
+    data = {"top_ids": torch.tensor([[[7, 1], [7, 2], [9, 1], [3, 1], [9, 2], [7, 0]]])}  # top-1: 7 x3, 9 x2, 3 x1
+    assert grow_vocab(torch.tensor([2, 9], dtype=torch.int32), data, 2, 12).tolist() == [2, 7, 9]
+    assert grow_vocab(torch.tensor([5]), data, 8, 12).tolist() == [3, 5, 7, 9]  # never a token it never saw
