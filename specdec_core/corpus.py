@@ -110,10 +110,9 @@ def make_chunks(tokenizer, files, chunk_tokens: int, total_chunks: int, per_file
 
 def answers_text(path: Path, eos: str) -> str:
     """Every prompt and its answer in `path` (self_answers' JSON lines) as one text, each ending in `eos`."""
-    import json
+    from .self_answers import records  # imported here: self_answers builds its prompts from this module
 
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip().endswith("}")]
-    return "".join(f"{r['text']}{r['answer']}{eos}\n" for r in records)
+    return "".join(f"{r['text']}{r['answer']}{eos}\n" for r in records(path))
 
 
 def corpus_chunks(tokenizer, chunk_tokens: int, chunks: int, say: str = "", kind: str = "code",

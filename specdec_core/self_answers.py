@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .corpus import docs_files, humaneval_markers
 
+
 def default_path(target: str) -> Path:
     from .drafters.eagle import ASSET_DIR
 
@@ -137,16 +138,21 @@ def encode(tokenizer, p: Prompt) -> str:
     return p.text
 
 
-def done_ids(path: Path) -> set[str]:
+def records(path: Path) -> list[dict]:
+    """The answers in `path`, one dict per whole line; a line cut by a killed run is left out (asked again)."""
     if not path.exists():
-        return set()
-    ids = set()
+        return []
+    out = []
     for line in path.read_text().splitlines():
         try:
-            ids.add(json.loads(line)["id"])
-        except (json.JSONDecodeError, KeyError):
-            continue  # a line cut by a killed run: that prompt is asked again
-    return ids
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def done_ids(path: Path) -> set[str]:
+    return {r["id"] for r in records(path) if "id" in r}
 
 
 def generate(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[tuple[str, int]]:
@@ -170,9 +176,9 @@ def generate(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[tu
 def load(target: str, representation: str):
     from .models import load_model
     from .quantize import int8_weight_only
+    from .representation import DTYPES
 
-    dtype = {"int8": "bfloat16", "bf16": "bfloat16", "fp32": "float32"}[representation]
-    lm, tokenizer = load_model.__wrapped__(target, "cpu", dtype)
+    lm, tokenizer = load_model.__wrapped__(target, "cpu", str(DTYPES[representation]).replace("torch.", ""))
     if representation == "int8":
         lm = int8_weight_only(lm)
     if tokenizer.pad_token_id is None:

@@ -28,7 +28,7 @@ with app_server() as url:
             spec, plain, speedup = (re.search(rf"([\d.]+)×?\s*\n\s*{label}", text).group(1)
                                     for label in ("speculative tok/s", "plain tok/s", "speedup"))
             print(f"race {i}: speculative {spec} tok/s, plain {plain} tok/s, speedup {speedup}x", flush=True)
-            page.screenshot(path="out/screenshots/race-browser.png", full_page=True)
+        page.screenshot(path="out/screenshots/race-browser.png", full_page=True)
         if os.environ.get("COMPARE") == "1":
             page.get_by_role("tab", name="Compare").click()
             t = time.time()
