@@ -189,12 +189,14 @@ def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[in
     """Prompt ids (within the demo's limit) and the speculative engine for a request (a cost-aware draft length reads
     the profile's costs; before the profile is measured it drafts the fixed γ)."""
     from specdec_core.profile import cost
+    from specdec_core.recommend import prompt_kind
 
     prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
     if len(prompt_ids) > MAX_PROMPT_TOKENS:
         raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")
     drafter = models.drafter(request.method)
-    return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos, cost(profile, request.method))
+    return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos,
+                                          cost(profile, request.method, prompt_kind(request.chat)))
 
 
 class Running:

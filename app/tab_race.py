@@ -60,9 +60,9 @@ def rerender_tokens(record, show_rejected):
 
 def advice_handler(chat) -> str:
     """Before the race: the method predicted fastest on this machine for this kind of prompt, or that none pays."""
-    from specdec_core.recommend import recommend
+    from specdec_core.recommend import prompt_kind, recommend
 
-    kind = "prose" if chat else "code"
+    kind = prompt_kind(chat)
     text = recommend(STORE.profile, kind).text()
     return (f"{text} <small>(this machine's measured costs × acceptance measured by the bench on {kind} prompts: "
             f"a forecast, not this prompt's result)</small>") if STORE.profile else text

@@ -81,6 +81,10 @@ def add_bench_parser(sub) -> None:
     src.add_argument("--prompts", type=Path, help="JSON lines with a 'prompt' field (optional 'id', 'chat')")
     src.add_argument("--suite", choices=SUITES, help="built-in prompts")
     bench.add_argument("--limit", type=int, help="use the first N prompts")
+    bench.add_argument("--skip", type=int, default=0, metavar="N",
+                       help="leave out the first N prompts (e.g. to measure on prompts another run did not use)")
+    bench.add_argument("--per-category", type=int, metavar="N",
+                       help="the first N prompts of each category (chat's first 8 are all translations)")
     bench.add_argument("--methods", default=",".join(DEFAULT_BENCH_METHODS),
                        help=f"comma-separated, from {', '.join(ALL_METHODS)} (ar always runs)")
     bench.add_argument("--repeats", type=int, default=1)
@@ -210,8 +214,9 @@ def cmd_generate(args) -> int:
     cost = None
     if config.draft.cost_aware:
         from .profile import cost as profile_cost
+        from .recommend import prompt_kind
 
-        cost = profile_cost(load_profile(args, target, draft, options, progress=True), method)
+        cost = profile_cost(load_profile(args, target, draft, options, progress=True), method, prompt_kind(args.chat))
     engine = SpeculativeEngine(target, build_drafter(method, target, draft, options), eos_token_ids(tokenizer, target),
                                cost)
     result = run(engine, method, prompt_ids, config)
@@ -240,7 +245,7 @@ def cmd_generate(args) -> int:
 
 def cmd_bench(args) -> int:
     from .bench.aggregate import by_category, summarise
-    from .bench.prompts import first, load_jsonl, suite
+    from .bench.prompts import load_jsonl, select, suite
     from .bench.report import category_table, peer_lines, table, to_json, write_json, write_plot
     from .bench.runner import NEEDS_DRAFT, BenchConfig, PeakMemory, run_bench
 
@@ -263,7 +268,8 @@ def cmd_bench(args) -> int:
     if args.check_exact is not None and not config.sampling.greedy:
         raise ConfigError("--check-exact compares greedy outputs; leave --temperature at 0")
     bench = BenchConfig(methods, config, options, args.repeats)
-    prompts = first(load_jsonl(args.prompts), args.limit) if args.prompts else suite(args.suite, args.limit)
+    prompts = select(load_jsonl(args.prompts) if args.prompts else suite(args.suite), args.limit, args.skip,
+                     args.per_category)
     for path in (args.json, args.plot):
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -215,13 +215,16 @@ def drafter_timers(target: LanguageModel, draft: LanguageModel | None, options=N
     return {method: drafter_timer(drafter, target) for method, drafter in drafters.items()}
 
 
-def cost(profile: "Profile | None", method: str):
-    """The engine's Cost for a method from a profile (None without one, or for a method it did not time)."""
+def cost(profile: "Profile | None", method: str, kind: str | None = None):
+    """The engine's Cost for a method from a profile (None without one, or for a method it did not time); with the
+    prompt's kind ("code" or "prose"), the acceptance the bench measured for this method on such prompts as the
+    cost-aware length's prior."""
+    from .recommend import prior
     from .schedule import Cost
 
     if profile is None or method not in profile.draft_ms:
         return None
-    return Cost(profile.T, profile.draft_ms[method])
+    return Cost(profile.T, profile.draft_ms[method], prior(method, kind) if kind is not None else ())
 
 
 def get(target: LanguageModel, drafters, draft_repr: str, progress: bool = True, say=print,

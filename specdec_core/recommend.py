@@ -4,6 +4,7 @@ assets/acceptance_priors.json. For each method, the best draft length (chains: 0
 which is what the cost-aware length falls back to) and the speedup the one prediction gives it."""
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,23 @@ class Recommendation:
 
 def load_priors(path: Path = PRIORS) -> dict:
     return json.loads(Path(path).read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped() -> dict:
+    return load_priors()
+
+
+def prompt_kind(chat: bool) -> str:
+    """An instruction in the chat template is prose; a raw completion is code (the bench suites' split)."""
+    return "prose" if chat else "code"
+
+
+def prior(method: str, kind: str) -> tuple[float, ...]:
+    """The shipped per-position acceptance of a method on this kind of prompt; () where none was measured."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return tuple(_shipped()["kinds"][kind].get(method, ()))
 
 
 def tree_size(method: str) -> int | None:

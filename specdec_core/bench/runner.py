@@ -121,7 +121,8 @@ class PeakMemory:
 
 
 def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eos: tuple[int, ...],
-             prompt_ids: list[int], config: BenchConfig, generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
+             prompt_ids: list[int], config: BenchConfig, generation: GenerationConfig, memory: PeakMemory,
+             chat: bool = False) -> RunRecord:
     if method in LLAMACPP_METHODS:
         return run_llamacpp(method, target, eos, prompt_ids, generation, memory)
     models = [target] + ([draft] if draft is not None and method in NEEDS_DRAFT else [])
@@ -131,8 +132,9 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
         drafter = build_drafter(method, target, draft, config.options)
         modules += [drafter.heads] if hasattr(drafter, "heads") else []
         from ..profile import cost
+        from ..recommend import prompt_kind
 
-        engine = SpeculativeEngine(target, drafter, eos, cost(config.profile, method))
+        engine = SpeculativeEngine(target, drafter, eos, cost(config.profile, method, prompt_kind(chat)))
     timer = ForwardTimer(modules, target.device, count=target.lm_head)
     memory.reset()
     try:
@@ -173,7 +175,7 @@ def run_turns(method: str, prompt: BenchPrompt, first_ids: list[int], tokenizer,
         ids = first_ids if k == 0 else encode_conversation(tokenizer, list(prompt.all_turns[: k + 1]), answers)
         if len(ids) >= target.max_positions:
             raise ConfigError(f"{prompt.id}: turn {k + 1} is longer than the model's context")
-        r = run_once(method, target, draft, eos, ids, config, config.generation, memory)
+        r = run_once(method, target, draft, eos, ids, config, config.generation, memory, prompt.chat)
         pid = prompt.id if len(prompt.all_turns) == 1 else f"{prompt.id}#{k + 1}"
         records.append(dataclasses.replace(r, prompt_id=pid, repeat=repeat))
         answers.append(tokenizer.decode(r.token_ids, skip_special_tokens=True))
@@ -194,7 +196,7 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
     if config.warmup:  # first calls pay one-off costs (kernel selection, allocations): keep them out of the table
         short = GenerationConfig(max_new_tokens=4, sampling=config.generation.sampling, draft=config.generation.draft)
         for method in config.methods:
-            run_once(method, target, draft, eos, encoded[0], config, short, memory)
+            run_once(method, target, draft, eos, encoded[0], config, short, memory, prompts[0].chat)
     records: list[RunRecord] = []
     n = len(config.methods)
     total = config.repeats * len(prompts) * n
