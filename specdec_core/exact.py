@@ -13,7 +13,10 @@ by a rounding step, and where the top two tie within it, greedy speculative outp
    together must give, bit for bit, what each row gives alone. A kernel that passes runs as is; one that fails runs in
    fixed blocks of BLOCK rows (zero padding, cropped), nearly free where a forward's cost is flat in n (AMX); if that
    fails too, row by row.
-3. Prompt passes run inside `fused()`: the stock attention kernel, since both lanes of a race share the prompt pass.
+3. Prompt passes run inside `prompt_pass()`: the stock attention kernel and each linear layer's own kernel over all
+   rows at once (no blocks), since every run of a prompt starts from the same prompt pass (`engine.Prefix`) and no
+   other forward of those positions is compared with it. Blocks of 16 made a prompt pass cost one forward per 16
+   tokens where the kernel is not row-invariant (bf16 on AMX).
 
 Elementwise layers, norms and rotary embeddings compute each row on its own; `invariance` measures the whole forward
 (logits and keys/values, chains and trees) against decoding one token at a time, and the tests hold it to 0.0.
@@ -31,6 +34,7 @@ ATTENTION = "specdec_exact"
 BLOCK = 16
 _PROBE_ROWS = (1, 2, 3, 5, 8, 13, 16, 17, 33)
 _fused = contextvars.ContextVar("specdec_fused", default=False)
+_unblocked = contextvars.ContextVar("specdec_unblocked", default=False)
 
 
 @contextlib.contextmanager
@@ -41,6 +45,17 @@ def fused():
         yield
     finally:
         _fused.reset(token)
+
+
+@contextlib.contextmanager
+def prompt_pass():
+    """Within this block the target runs as stock: fused attention, and `Blocked` layers on all rows at once."""
+    token = _unblocked.set(True)
+    try:
+        with fused():
+            yield
+    finally:
+        _unblocked.reset(token)
 
 
 def visible_keys(attention_mask: torch.Tensor | None, queries: int, keys: int) -> torch.Tensor:
@@ -103,6 +118,8 @@ class Blocked(torch.nn.Module):
         return self.inner.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _unblocked.get():
+            return self.inner(x)
         flat = x.reshape(-1, x.shape[-1])
         n = flat.shape[0]
         if n == 0:

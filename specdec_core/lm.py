@@ -55,11 +55,12 @@ class LanguageModel:
 
     @torch.inference_mode()
     def prefill(self, token_ids: list[int], cache: DynamicCache) -> torch.Tensor:
-        """Fill the cache with a prompt (no logits; returns its final hidden states). Runs the stock fused attention even in exact mode: every run of a
-        prompt starts from the same prompt pass (engine.Prefix), and the per-query exact attention costs time over hundreds of positions."""
-        from .exact import fused
+        """Fill the cache with a prompt (no logits; returns its final hidden states). Runs stock even in exact mode
+        (`exact.prompt_pass`): every run of a prompt starts from the same prompt pass (engine.Prefix), and the exact
+        forward's per-query attention and row blocks cost time over hundreds of positions."""
+        from .exact import prompt_pass
 
-        with fused():
+        with prompt_pass():
             return self.forward(token_ids, cache, logits_rows=0).hidden  # the prompt's features (features.py)
 
     def lm_head_rows(self, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from . import self_answers
 from .corpus import KINDS, corpus_chunks
 from .drafters.eagle import EagleHead, default_head_path
-from .exact import fused
+from .exact import prompt_pass
 from .kv import new_cache
 from .models import DEFAULT_TARGET, cache_root
 
@@ -63,7 +63,7 @@ def extract(target, chunks: list[list[int]], workdir: Path, split: str) -> list[
         return paths
     weight, bias = target.lm_head_rows()  # dense in the target's dtype: 2.4x faster than float32 for 256 rows
     for path, chunk in tqdm(todo, desc=f"target forwards ({split})", unit="chunk"):
-        with fused():  # the prompt-pass path: teacher forcing needs no token-count invariance
+        with prompt_pass():  # teacher forcing needs no token-count invariance
             out = target.forward(chunk, new_cache(), logits_rows=0)
         logits = (out.hidden.to(weight.dtype) @ weight.T).float() + (bias.float() if bias is not None else 0)
         probs, ids = torch.topk(torch.softmax(logits, -1), TOP, dim=-1)
