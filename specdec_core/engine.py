@@ -112,8 +112,7 @@ class SpeculativeEngine:
             t0 = self.clock()
             draft = self.drafter.propose(
                 state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold,
-                                    features.last(), limit if schedule.cost is not None else None,  # a tree's budget
-                                    features)
+                                    features.last(), schedule.node_budget(limit, room - 1), features)
             )
             t1 = self.clock()
             # 2. One target forward over the last committed token and every draft token (a tree: with a tree mask).

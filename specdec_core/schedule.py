@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .config import DraftConfig
+from .config import MAX_DRAFT_TOKENS_LIMIT, DraftConfig
 from .metrics import expected_tokens_from_positions
 
 PRIOR_TRIED = 4.0  # before any round, the prior counts as this many rounds' worth of evidence per position
 PRIOR_RATE = 0.7  # per-position acceptance assumed without a measured prior (Cost.prior)
+FREE_ROW = 0.02  # a tree's extra node rides along where one more verified row costs under 2% of a plain step
 PROBE_EVERY = 8  # this often, draft one token more than is predicted to pay (one where none would), to keep measuring
 
 
@@ -49,6 +50,21 @@ class DraftLengthSchedule:
         rates = [a / t for a, t in zip(self.accepted, self.tried)]
         expected = expected_tokens_from_positions(rates, length)
         return expected / (length * self.cost.draft_ms + self.cost.target_ms(length + 1))
+
+    def node_budget(self, depth: int, most: int) -> int | None:
+        """A tree's node budget for a round drafted `depth` deep (at most `most`): `depth` nodes, and more while each
+        extra row of the verify forward costs under FREE_ROW of a plain step. Where T(n) is flat (AMX, a GPU) a tree
+        fills the rows that cost next to nothing; where it grows with n (AVX2) it gets `depth` nodes; at a step in T
+        (the exact target's row blocks of 16) it stops. None when not cost-aware (the tree's own size)."""
+        if self.cost is None:
+            return None
+        if depth == 0:
+            return 0
+        nodes, T = depth, self.cost.target_ms
+        free = FREE_ROW * T(1)
+        while nodes < min(most, MAX_DRAFT_TOKENS_LIMIT) and T(nodes + 2) - T(nodes + 1) <= free:
+            nodes += 1
+        return nodes
 
     def _best(self) -> int:
         best = max(range(self.config.max_adaptive_tokens + 1), key=self.expected_rate)

@@ -81,6 +81,22 @@ def test_cost_aware_length_follows_the_machine():
     assert DraftLengthSchedule(auto, None).length == auto.num_draft_tokens  # no profile: the fixed default
 
 
+def test_tree_budget_fills_the_rows_that_cost_nothing():
+    """A tree verifies as many nodes as ride free on this machine's forward: all its nodes where T(n) is flat, up to
+    a step in T (the exact target's row blocks of 16), and only its depth where every row costs."""
+    from specdec_core.config import DraftConfig
+    from specdec_core.schedule import Cost, DraftLengthSchedule
+
+    auto = DraftConfig(cost_aware=True)
+    stepped = DraftLengthSchedule(auto, Cost(lambda n: 190.0 + (n - 1) + (180.0 if n > 16 else 0.0), 5.0))
+    linear = DraftLengthSchedule(auto, Cost(lambda n: 100.0 + 60.0 * n, 5.0))
+    assert [stepped.node_budget(d, 64) for d in (0, 1, 4)] == [0, 15, 15]  # 15 nodes + the root: one block
+    assert stepped.node_budget(2, 6) == 6  # nor past the room left
+    assert [linear.node_budget(d, 64) for d in (1, 3)] == [1, 3]
+    assert linear.node_budget(3, 2) == 3  # never below the depth drafted
+    assert DraftLengthSchedule(DraftConfig(), None).node_budget(3, 64) is None  # fixed length: the tree's own size
+
+
 def test_measured_prior_sets_the_first_rounds_length():
     """Before its own rounds, the cost-aware length trusts the bench's acceptance for this method and kind of prompt:
     a method that was rarely right on chat does not draft its first rounds there (EAGLE on chat once ran 0.91x)."""
