@@ -1,13 +1,18 @@
 #!/bin/bash
-# usage: bash docs/scripts/bench_eagle.sh [HEAD.safetensors]   (writes out/eagle/bench-eagle-*.json / .txt)
-# The EAGLE head bench of docs/eagle.md: HumanEval 10 (with the draft model), summarise 4, chat 6; run with nothing else on the machine
+# usage: bash docs/scripts/bench_eagle.sh [HEAD.safetensors] [TAG]   (writes out/eagle/bench-eagle-TAG-*.json / .txt)
+# The EAGLE bench of docs/eagle.md and issue 13: HumanEval 20 (with the draft model), summarise 5, chat one prompt of
+# each category; greedy, 128 tokens, the app's default target and cost-aware draft length. Run with nothing else on
+# the machine; for the AVX2 setting: ../shared/tools/avx2 bash docs/scripts/bench_eagle.sh HEAD avx2
 cd "$(dirname "$0")/../.."
 H=${1:-assets/eagle/qwen2.5-coder-1.5b.safetensors}
+T=${2:-native}
 mkdir -p out/eagle
-python -m specdec_core bench --no-progress --suite humaneval --limit 10 --methods draft,eagle,eagle-tree --eagle-head $H \
-  --max-new-tokens 128 --num-draft-tokens auto --json out/eagle/bench-eagle-humaneval.json > out/eagle/bench-eagle-humaneval.txt 2>&1
-python -m specdec_core bench --no-progress --suite summarise --limit 4 --methods eagle,eagle-tree --eagle-head $H \
-  --max-new-tokens 128 --num-draft-tokens auto --json out/eagle/bench-eagle-summarise.json > out/eagle/bench-eagle-summarise.txt 2>&1
-python -m specdec_core bench --no-progress --suite chat --limit 6 --methods eagle,eagle-tree --eagle-head $H \
-  --max-new-tokens 128 --num-draft-tokens auto --json out/eagle/bench-eagle-chat.json > out/eagle/bench-eagle-chat.txt 2>&1
-echo done > out/eagle/bench-eagle.done
+run() {  # suite-name, then bench arguments
+  local name=$1; shift
+  python -m specdec_core bench --no-progress --eagle-head "$H" --max-new-tokens 128 --num-draft-tokens auto "$@" \
+    --json out/eagle/bench-eagle-$T-$name.json > out/eagle/bench-eagle-$T-$name.txt 2>&1
+}
+run humaneval --suite humaneval --limit 20 --methods draft,eagle,eagle-tree
+run chat --suite chat --per-category 1 --methods eagle,eagle-tree
+run summarise --suite summarise --limit 5 --methods eagle,eagle-tree
+echo done > out/eagle/bench-eagle-$T.done
