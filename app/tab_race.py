@@ -69,9 +69,9 @@ def advice_handler(chat) -> str:
 
 
 def use_recommended(chat):
-    from specdec_core.recommend import recommend
+    from specdec_core.recommend import prompt_kind, recommend
 
-    best = recommend(STORE.profile, "prose" if chat else "code").best
+    best = recommend(STORE.profile, prompt_kind(chat)).best
     return best.method if best else gr.skip()
 
 

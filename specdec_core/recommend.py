@@ -95,7 +95,7 @@ def recommend(profile, kind: str, priors: dict | None = None) -> Recommendation:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if profile is None:
         return Recommendation(kind, [], "")
-    measured = (priors or load_priors())["kinds"][kind]
+    measured = (priors or _shipped())["kinds"][kind]
     preds = [best_length(m, measured[m], profile.draft_ms[m], profile.T) for m in profile.draft_ms if m in measured]
     return Recommendation(kind, sorted(preds, key=lambda p: -p.speedup), f"{profile.isa} · {profile.target_repr}")
 

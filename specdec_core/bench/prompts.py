@@ -82,11 +82,6 @@ rag). All three shipped in assets/bench, written for this project."""
         prompts = load_jsonl(ASSETS / f"{name}.jsonl")
     else:
         raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
-    return first(prompts, limit)
-
-
-def first(prompts: list[BenchPrompt], limit: int | None) -> list[BenchPrompt]:
-    """The first `limit` prompts (all when None)."""
     return select(prompts, limit=limit)
 
 
