@@ -14,11 +14,11 @@ import plotly.graph_objects as go
 
 from specdec_core.bench.prompts import suite
 from specdec_core.bench.report import category_figure
-from specdec_core.config import ConfigError
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.methods import REFERENCE, REGISTRY
-from specdec_core.metrics import compare, compute_stats
-from specdec_core.profile import cost
+from specdec_core.core.config import ConfigError
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.methods.registry import REFERENCE, REGISTRY
+from specdec_core.core.metrics import compare, compute_stats
+from specdec_core.methods.timing import cost
 
 from . import figures, race
 from .render import message_html, round_pieces, tokens_html

@@ -8,11 +8,11 @@ from __future__ import annotations
 import torch
 from scipy.stats import chisquare
 
-from specdec_core.config import SamplingConfig
-from specdec_core.kv import new_cache
-from specdec_core.sampling import logits_to_probs
-from specdec_core.trace import TopK
-from specdec_core.verify import verify_sampling
+from specdec_core.core.config import SamplingConfig
+from specdec_core.core.kv import crop, new_cache
+from specdec_core.core.sampling import logits_to_probs
+from specdec_core.core.trace import TopK
+from specdec_core.core.verify import verify_sampling
 
 from . import figures
 
@@ -40,8 +40,6 @@ def real_distributions(models, prompt_ids: list[int], sampling: SamplingConfig):
 def same_p_bits(models, prompt_ids: list[int], sampling: SamplingConfig) -> bool:
     """Does the target's p for the next token come out bitwise the same in a 6-token verify forward as in plain
     decoding's 1-token forward? (True with the bit-exact target; the lab says so beside its histogram.)"""
-    from specdec_core.kv import crop
-
     if len(prompt_ids) < 2:
         return True
     cache = new_cache()

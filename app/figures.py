@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specdec_core.metrics import expected_tokens_per_round, speedup_bound
-from specdec_core.trace import Round, TopK
+from specdec_core.core.metrics import expected_tokens_per_round, speedup_bound
+from specdec_core.core.trace import Round, TopK
 
 COLORS = {
     "spec": "#2563eb", "ar": "#6b7280", "draft": "#16a34a", "verify": "#f59e0b", "p": "#dc2626", "q": "#2563eb",

@@ -8,13 +8,14 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
-from specdec_core.methods import REGISTRY, parse_method
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.metrics import compare, compute_stats, near_ties
-from specdec_core.profile import cost
-from specdec_core.session import encode_prompt
-from specdec_core.trace import Round
+from specdec_core.core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
+from specdec_core.methods.registry import REGISTRY, parse_method
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.metrics import compare, compute_stats, near_ties
+from specdec_core.methods.recommend import prompt_kind
+from specdec_core.methods.timing import cost
+from specdec_core.core.session import encode_prompt
+from specdec_core.core.trace import Round
 
 from . import figures
 from .render import Piece, headline_html, message_html, round_pieces, tokens_html
@@ -85,7 +86,7 @@ class RaceRecord:
     spec: RunView
     ar: RunView
     device: str
-    profile: object | None = None  # this machine's cost profile (specdec_core.profile.Profile), once measured
+    profile: object | None = None  # this machine's cost profile (specdec_core.backends.profile.Profile), once measured
     rounding: float = 0.0  # the target's measured |Δlogit| between forward shapes (0.0: bit-exact)
     shared: bool = False  # another race ran at the same time: both shared the machine, timings are not clean
 
@@ -188,9 +189,6 @@ def race_outputs(record: RaceRecord, show_rejected: bool, status: str, per_round
 def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[int], SpeculativeEngine]:
     """Prompt ids (within the demo's limit) and the speculative engine for a request (a cost-aware draft length reads
     the profile's costs; before the profile is measured it drafts the fixed γ)."""
-    from specdec_core.profile import cost
-    from specdec_core.recommend import prompt_kind
-
     prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
     if len(prompt_ids) > MAX_PROMPT_TOKENS:
         raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from specdec_core.methods import REGISTRY
-from specdec_core.trace import Round
+from specdec_core.methods.registry import REGISTRY
+from specdec_core.core.trace import Round
 
 from .tokens import Detokenizer
 

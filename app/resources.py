@@ -7,17 +7,23 @@ fastest bit-exact one on this machine). SPECDEC_TARGET=tiny-random serves a tiny
 embedded tokenizer (for tests; its text is gibberish and the page says so)."""
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 
-from specdec_core.lm import LanguageModel
-from specdec_core.methods import build_drafter
-from specdec_core.exact import make_exact, self_check
-from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET, load_model, perturbed_copy, tiny_model
-from specdec_core.representation import describe, load_target
-from specdec_core.session import eos_token_ids
+import torch
+from transformers import AutoTokenizer
+
+from specdec_core.backends.exact import make_exact, self_check
+from specdec_core.backends.lm import LanguageModel
+from specdec_core.backends.models import embedded_dir, perturbed_copy, tiny_model
+from specdec_core.backends.representation import describe, load_draft, load_target
+from specdec_core.core.kv import crop, new_cache
+from specdec_core.core.session import eos_token_ids
+from specdec_core.methods import timing
+from specdec_core.methods.registry import build_drafter
+from specdec_core.settings import (DEFAULT_TARGET, draft_representation, page_draft, page_draft_repr, page_target,
+                                   page_target_repr)
 
 TINY = "tiny-random"
 
@@ -41,8 +47,6 @@ class Models:
 
     @property
     def device_label(self) -> str:
-        import torch
-
         dev = self.target.device
         where = f"GPU ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
         return f"{where}, target {describe(self.target)}"
@@ -57,7 +61,7 @@ def _load(target_name: str, draft_name: str) -> Models:
         target.rounding = self_check(target).logits
         label = "tiny random-weight test model (gibberish text; for tests only)"
     else:
-        target, tokenizer = load_target(target_name, None, os.environ.get("SPECDEC_TARGET_REPR", "auto"))
+        target, tokenizer = load_target(target_name, None, page_target_repr())
         draft, how = _cheap_draft(draft_name, target.device.type)
         label = f"target {target_name} · draft {draft_name}{how}"
     warm_up(target, draft)
@@ -65,28 +69,21 @@ def _load(target_name: str, draft_name: str) -> Models:
 
 
 def _cheap_draft(name: str, device: str) -> tuple[LanguageModel, str]:
-    """On a CPU the draft runs with dynamic int8 weights (a step 118 → 48 ms here, α 0.79 → 0.77;
-    docs/performance.md e3): it only changes the guesses, never the output. SPECDEC_DRAFT_QUANT=none turns it off."""
-    if device != "cpu" or os.environ.get("SPECDEC_DRAFT_QUANT", "int8") == "none":
-        return load_model(name)[0], ""
-    from specdec_core.quantize import load_int8
-
-    return load_int8(name), " (int8)"
+    """The draft in the representation settings.draft_representation picks (the CLI's policy too): dynamic int8 on a
+    CPU (a step 118 → 48 ms, α 0.79 → 0.77; docs/performance.md e3); it only changes the guesses, never the output.
+    SPECDEC_DRAFT_QUANT=none keeps it dense."""
+    requested = page_draft_repr()
+    how = " (int8)" if draft_representation(requested, device) == "int8" else ""
+    return load_draft(name, None, requested), how
 
 
 def _embedded_tokenizer():
-    from transformers import AutoTokenizer
-
-    from specdec_core.models import embedded_dir
-
     return AutoTokenizer.from_pretrained(embedded_dir(DEFAULT_TARGET))
 
 
 def warm_up(*models: LanguageModel) -> None:
     """Forwards of 1..8 tokens after a short prompt, so the first timed race does not pay one-time kernel set-up for
     the shapes a verify forward uses (the first race on this page once measured 1.02x where later ones gave 1.3-1.5x)."""
-    from specdec_core.kv import crop, new_cache
-
     for lm in models:
         cache = new_cache()
         lm.prefill([1, 2, 3, 4], cache)
@@ -117,9 +114,7 @@ class ModelStore:
 
     def _run(self) -> None:
         try:
-            target = os.environ.get("SPECDEC_TARGET", DEFAULT_TARGET)
-            draft = os.environ.get("SPECDEC_DRAFT", DEFAULT_DRAFT)
-            self._models = _load(target, draft)
+            self._models = _load(page_target(), page_draft())
         except Exception as e:  # noqa: BLE001 - shown on the page, the app keeps serving
             self._error = str(e)
             return
@@ -127,14 +122,11 @@ class ModelStore:
 
     def _measure_profile(self) -> None:
         """T(n) and drafter costs for the page's prediction; a failure is shown and the page keeps serving."""
-        from specdec_core import profile
-
         models = self._models
         self._profile_note = " Measuring this machine's cost profile (about a minute, once; races can run meanwhile)."
         try:
-            timers = lambda: profile.drafter_timers(models.target, models.draft)  # noqa: E731 - only when measuring
-            self.profile = profile.get(models.target, timers, models.draft.representation, progress=False,
-                                       say=lambda m: setattr(self, "_profile_note", " " + m))
+            self.profile = timing.profile(models.target, models.draft, progress=False,
+                                          say=lambda m: setattr(self, "_profile_note", " " + m))
             self._profile_note = (f" Cost profile: T(1) {self.profile.T(1):.0f} ms, T(6) {self.profile.T(6):.0f} ms, "
                                   f"utilization {self.profile.utilization:.0%}.")
         except Exception as e:  # noqa: BLE001 - the prediction falls back to the bound

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import html
 
-from specdec_core.trace import Round
-from specdec_core.tree import chain_parents, depths
+from specdec_core.core.trace import Round
+from specdec_core.core.tree import chain_parents, depths
 
 from . import figures
 from .render import message_html

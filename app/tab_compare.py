@@ -6,8 +6,8 @@ import time
 
 import gradio as gr
 
-from specdec_core.config import ConfigError
-from specdec_core.methods import REGISTRY
+from specdec_core.core.config import ConfigError
+from specdec_core.methods.registry import REGISTRY
 
 from . import compare, race
 from .handling import bind, gpu, models

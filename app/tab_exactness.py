@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specdec_core.config import ConfigError, SamplingConfig
-from specdec_core.session import encode_prompt
+from specdec_core.core.config import ConfigError, SamplingConfig
+from specdec_core.core.session import encode_prompt
 
 from . import exactness, race
 from .handling import models

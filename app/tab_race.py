@@ -5,8 +5,9 @@ import time
 
 import gradio as gr
 
-from specdec_core.config import ConfigError
-from specdec_core.methods import REGISTRY
+from specdec_core.core.config import ConfigError
+from specdec_core.methods.recommend import prompt_kind, recommend
+from specdec_core.methods.registry import REGISTRY
 
 from . import race
 from .handling import bind, gpu, models
@@ -60,8 +61,6 @@ def rerender_tokens(record, show_rejected):
 
 def advice_handler(chat) -> str:
     """Before the race: the method predicted fastest on this machine for this kind of prompt, or that none pays."""
-    from specdec_core.recommend import prompt_kind, recommend
-
     kind = prompt_kind(chat)
     text = recommend(STORE.profile, kind).text()
     return (f"{text} <small>(this machine's measured costs × acceptance measured by the bench on {kind} prompts: "
@@ -69,8 +68,6 @@ def advice_handler(chat) -> str:
 
 
 def use_recommended(chat):
-    from specdec_core.recommend import prompt_kind, recommend
-
     best = recommend(STORE.profile, prompt_kind(chat)).best
     return best.method if best else gr.skip()
 

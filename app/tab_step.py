@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specdec_core.config import ConfigError
+from specdec_core.core.config import ConfigError
 
 from . import race, stepthrough
 from .handling import gpu, models, token_label

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specdec_core.methods import REGISTRY
+from specdec_core.methods.registry import REGISTRY
 
 from . import tab_compare, tab_exactness, tab_race, tab_step, tab_theory
 from .render import source_css

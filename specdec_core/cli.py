@@ -6,26 +6,34 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
-from dataclasses import asdict
-from pathlib import Path
-
 import os
 import platform
 import shlex
+import sys
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
-from .bench.hf import hf_settings
-from .bench.prompts import SUITES
-from .bench.runner import ALL_METHODS, parse_methods
-from .config import (ConfigError, DraftConfig, EagleConfig, GenerationConfig, LayerSkipConfig, LookupConfig,
-                     MedusaConfig, SamplingConfig, parse_layers)
-from .models import DEFAULT_DRAFT, DEFAULT_TARGET, EMBEDDED, ModelLoadError, embedded_dir, load_model
-from .representation import REPRESENTATIONS, describe, load_target
-from .methods import METHODS, MethodOptions, build_drafter, parse_method
-from .session import check_prompt_text, encode_prompt, eos_token_ids, run
+from specdec_core.backends.models import EMBEDDED, ModelLoadError, embedded_dir
+from specdec_core.backends.representation import REPRESENTATIONS, describe, load_target
+from specdec_core.backends.representation import load_draft as representation_load_draft
+from specdec_core.bench import llamacpp, selfcheck
+from specdec_core.bench.aggregate import by_category, summarise
+from specdec_core.bench.checkpoint import Checkpoint
+from specdec_core.bench.hf import hf_settings
+from specdec_core.bench.prompts import SUITES, load_jsonl, select, suite
+from specdec_core.bench.report import category_table, peer_lines, table, to_json, write_json, write_plot
+from specdec_core.bench.runner import ALL_METHODS, NEEDS_DRAFT, BenchConfig, PeakMemory, parse_methods, run_bench
+from specdec_core.core.config import (ConfigError, DraftConfig, EagleConfig, GenerationConfig, LayerSkipConfig,
+                                      LookupConfig, MedusaConfig, SamplingConfig, parse_layers)
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.session import check_prompt_text, encode_prompt, eos_token_ids, run
+from specdec_core.methods import timing
+from specdec_core.methods.recommend import KINDS, prompt_kind, recommend
+from specdec_core.methods.registry import METHODS, MethodOptions, build_drafter, parse_method
+from specdec_core.settings import DEFAULT_DRAFT, DEFAULT_TARGET
 
 
 DEFAULT_BENCH_METHODS = METHODS + ("hf-assisted", "hf-lookup")
@@ -170,26 +178,12 @@ def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
 DTYPE_REPR = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-def draft_is_int8(args) -> bool:
-    cpu = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
-    explicit_dense = args.draft_dtype or args.dtype or args.draft_repr in ("bf16", "fp16", "fp32")
-    return args.draft_quant == "int8" or args.draft_repr == "int8" or (cpu and not explicit_dense
-                                                                      and args.draft_repr == "auto")
-
-
 def load_draft(args):
-    """The draft model in its representation (dynamic int8, int4 weight-only or a dense dtype): it only changes q,
-    never the output."""
-    if args.draft_repr == "int4":
-        from .quantize import load_int4
-
-        return load_int4(args.draft, args.device)
-    if draft_is_int8(args):
-        from .quantize import load_int8
-
-        return load_int8(args.draft, args.device, per_channel=args.draft_quant_granularity == "channel")
-    dense = {short: dtype for dtype, short in DTYPE_REPR.items()}.get(args.draft_repr)
-    return load_model(args.draft, args.device, args.draft_dtype or dense or args.dtype)[0]
+    """The draft model in its representation (settings.draft_representation: the page's policy too): it only changes
+    q, never the output."""
+    representation = "int8" if args.draft_quant == "int8" else args.draft_repr
+    return representation_load_draft(args.draft, args.device, representation, args.draft_dtype or args.dtype,
+                                     per_channel=args.draft_quant_granularity == "channel")
 
 
 def load_target_arg(args):
@@ -209,14 +203,9 @@ def cmd_generate(args) -> int:
     target, tokenizer = load_target_arg(args)
     draft = load_draft(args) if method == "draft" else None
     prompt_ids = encode_prompt(tokenizer, text, chat=args.chat)
-    from .engine import SpeculativeEngine
-
     cost = None
     if config.draft.cost_aware:
-        from .profile import cost as profile_cost
-        from .recommend import prompt_kind
-
-        cost = profile_cost(load_profile(args, target, draft, options, progress=True), method, prompt_kind(args.chat))
+        cost = timing.cost(load_profile(args, target, draft, options, progress=True), method, prompt_kind(args.chat))
     engine = SpeculativeEngine(target, build_drafter(method, target, draft, options), eos_token_ids(tokenizer, target),
                                cost)
     result = run(engine, method, prompt_ids, config)
@@ -244,11 +233,6 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench.aggregate import by_category, summarise
-    from .bench.prompts import load_jsonl, select, suite
-    from .bench.report import category_table, peer_lines, table, to_json, write_json, write_plot
-    from .bench.runner import NEEDS_DRAFT, BenchConfig, PeakMemory, run_bench
-
     if args.check_exact is not None:
         if args.check_exact < 1:
             raise ConfigError(f"--check-exact must be >= 1, got {args.check_exact}")
@@ -256,8 +240,6 @@ def cmd_bench(args) -> int:
         if args.methods == ",".join(DEFAULT_BENCH_METHODS):
             args.methods = ",".join(METHODS)
     methods = parse_methods(args.methods)
-    from .bench import llamacpp
-
     if any(m in llamacpp.LLAMACPP_METHODS for m in methods) and not llamacpp.available():
         print(f"skipping {', '.join(m for m in methods if m in llamacpp.LLAMACPP_METHODS)}: llama-cpp-python is not "
               f"installed. To include them: {llamacpp.INSTALL}", file=sys.stderr)
@@ -279,8 +261,6 @@ def cmd_bench(args) -> int:
     bench = dataclasses.replace(bench, profile=profile)
     checkpoint, resumed = None, 0
     if args.resume:
-        from .bench.checkpoint import Checkpoint
-
         checkpoint = Checkpoint(args.resume, {"methods": methods, "config": asdict(config), "target": args.target,
                                               "draft": args.draft, "target_repr": describe(target),
                                               "repeats": args.repeats, "suite": args.suite or str(args.prompts)})
@@ -334,11 +314,9 @@ def cmd_bench(args) -> int:
 def load_profile(args, target, draft, options, progress: bool, refresh: bool = False):
     """This machine's profile for the target, the draft and every method's drafter (cached; always complete, so the
     draft model is loaded even when this command does not race it)."""
-    from . import profile
-
     draft = draft if draft is not None else load_draft(args)
-    return profile.get(target, lambda: profile.drafter_timers(target, draft, options), draft.representation,
-                       progress=progress, say=lambda m: print(m, file=sys.stderr), refresh=refresh)
+    return timing.profile(target, draft, options, progress=progress, say=lambda m: print(m, file=sys.stderr),
+                          refresh=refresh)
 
 
 def cmd_profile(args) -> int:
@@ -354,8 +332,6 @@ def cmd_profile(args) -> int:
     print("drafter ms per drafted token (γ 5): " + ", ".join(f"{k} {v:.1f}" for k, v in p.draft_ms.items()))
     print(f"prompt pass {p.prefill_tokens_per_s:.0f} tokens/s · memory copy {p.bandwidth_gb_s:.1f} GB/s · one "
           f"1-token target forward reads {p.target_bytes / 1e9:.2f} GB → utilization {p.utilization:.0%}")
-    from .recommend import KINDS, recommend
-
     for kind in KINDS:
         print(recommend(p, kind).text().replace("**", ""))
     if args.json:
@@ -365,8 +341,6 @@ def cmd_profile(args) -> int:
 
 
 def cmd_selfcheck(args) -> int:
-    from . import selfcheck
-
     config, options = parse_run_args(args)
     if not config.sampling.greedy:
         raise ConfigError("selfcheck compares greedy outputs; leave --temperature at 0")

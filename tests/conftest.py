@@ -9,16 +9,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.config import GenerationConfig  # noqa: E402
-from specdec_core.drafters import Draft, DraftContext, DraftModelDrafter, LayerSkipDrafter, LookupDrafter, NoDrafter  # noqa: E402
-from specdec_core.drafters.base import Stateless  # noqa: E402
-from specdec_core.drafters.eagle import EagleDrafter, EagleTree  # noqa: E402
-from specdec_core.drafters.medusa import MedusaDrafter, MedusaHeads, TreeShape  # noqa: E402
-from specdec_core.engine import SpeculativeEngine  # noqa: E402
-from specdec_core.lm import LanguageModel  # noqa: E402
-from specdec_core.methods import METHODS  # noqa: E402
-from specdec_core.models import perturbed_copy, tiny_model  # noqa: E402
-from specdec_core.session import run  # noqa: E402
+from specdec_core.core.config import GenerationConfig  # noqa: E402
+from specdec_core.core.drafter import Draft, DraftContext, NoDrafter  # noqa: E402
+from specdec_core.methods.draft_model import DraftModelDrafter  # noqa: E402
+from specdec_core.methods.layerskip import LayerSkipDrafter  # noqa: E402
+from specdec_core.methods.lookup import LookupDrafter  # noqa: E402
+from specdec_core.core.drafter import Stateless  # noqa: E402
+from specdec_core.methods.eagle import EagleDrafter, EagleTree  # noqa: E402
+from specdec_core.methods.medusa import MedusaDrafter, MedusaHeads, TreeShape  # noqa: E402
+from specdec_core.core.engine import SpeculativeEngine  # noqa: E402
+from specdec_core.backends.lm import LanguageModel  # noqa: E402
+from specdec_core.methods.registry import METHODS  # noqa: E402
+from specdec_core.backends.models import perturbed_copy, tiny_model  # noqa: E402
+from specdec_core.core.session import run  # noqa: E402
 
 PROMPT = [5, 17, 3, 42, 8, 17, 3, 42, 9, 60, 5, 17]
 
@@ -185,9 +188,9 @@ def cached_eagle_head(target):
 def tiny_eagle_head(target, steps: int = 60, seed: int = 3):
     """An EAGLE head trained for a few seconds on the tiny target's own greedy text (so it is right sometimes, wrong
     sometimes), through train_eagle's loss and batches."""
-    from specdec_core.drafters.eagle import EagleHead
-    from specdec_core.kv import new_cache
-    from specdec_core.train_eagle import TOP, Batch, losses
+    from specdec_core.methods.eagle import EagleHead
+    from specdec_core.core.kv import new_cache
+    from specdec_core.train.eagle import TOP, Batch, losses
 
     chunks = [greedy_reference(target, [s, (s * 7) % 90 + 1], 30) for s in range(1, 9)]
     with torch.no_grad():

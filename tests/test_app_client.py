@@ -6,10 +6,10 @@ import time
 import pytest
 
 from app.resources import TINY, _load
-from specdec_core.config import DraftConfig, GenerationConfig
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.methods import build_drafter
-from specdec_core.session import encode_prompt, run
+from specdec_core.core.config import DraftConfig, GenerationConfig
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.methods.registry import build_drafter
+from specdec_core.core.session import encode_prompt, run
 
 pytestmark = pytest.mark.embedded  # the tiny model borrows the embedded tokenizer
 

@@ -12,12 +12,12 @@ from app.resources import Models
 from app.stepthrough import step_view
 from app.tokens import Detokenizer
 from conftest import PROMPT, CharTokenizer
-from specdec_core.config import ConfigError, GenerationConfig, SamplingConfig
-from specdec_core.drafters import DraftModelDrafter
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.metrics import compute_stats, speedup_bound
-from specdec_core.session import run
-from specdec_core.trace import Round
+from specdec_core.core.config import ConfigError, GenerationConfig, SamplingConfig
+from specdec_core.methods.draft_model import DraftModelDrafter
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.metrics import compute_stats, speedup_bound
+from specdec_core.core.session import run
+from specdec_core.core.trace import Round
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +162,8 @@ def test_streaming_detokenizer_matches_full_decode_on_multibyte_text():
 
 
 def test_exactness_lab_p_is_bitwise_the_same_in_a_verify_forward(draft_model):
-    from specdec_core.exact import make_exact
-    from specdec_core.models import tiny_model
+    from specdec_core.backends.exact import make_exact
+    from specdec_core.backends.models import tiny_model
 
     target = tiny_model(seed=11)
     make_exact(target)
@@ -173,7 +173,7 @@ def test_exactness_lab_p_is_bitwise_the_same_in_a_verify_forward(draft_model):
 
 
 def test_cost_curve_figure_shows_measured_T_against_free_verification():
-    from specdec_core.profile import Profile
+    from specdec_core.backends.profile import Profile
 
     p = Profile(device="cpu", isa="AVX2", torch="2.13.0", model="m", target_repr="int8 weight-only", draft_repr="x",
                 methods=[],
@@ -227,7 +227,7 @@ def test_race_and_bench_compare_through_one_model(tiny_models, target):
     """The race's summary and the bench's row for the same two runs give the same speedup, α, τ, mean γ, c and
     prediction: both call metrics.compare."""
     from specdec_core.bench.aggregate import RunRecord, summarise
-    from specdec_core.profile import Profile
+    from specdec_core.backends.profile import Profile
 
     profile = Profile(device="cpu", isa="AVX2", torch="x", model="m", target_repr="r", draft_repr="d",
                       methods=["draft"],

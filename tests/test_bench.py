@@ -9,8 +9,8 @@ from specdec_core.bench.aggregate import RunRecord, find_mismatches, summarise
 from specdec_core.bench.prompts import parse_jsonl, suite
 from specdec_core.bench.report import peer_lines, table, to_json, write_plot
 from specdec_core.bench.runner import parse_methods
-from specdec_core.config import ConfigError
-from specdec_core.metrics import speedup_bound
+from specdec_core.core.config import ConfigError
+from specdec_core.core.metrics import speedup_bound
 
 
 def test_parse_jsonl_reads_prompts_ids_and_chat():
@@ -214,8 +214,8 @@ def test_a_conversation_runs_turn_by_turn_after_its_own_answers(target, draft_mo
     from conftest import CharTokenizer
     from specdec_core.bench.prompts import BenchPrompt
     from specdec_core.bench.runner import BenchConfig, PeakMemory, run_turns
-    from specdec_core.config import GenerationConfig
-    from specdec_core.session import encode_conversation
+    from specdec_core.core.config import GenerationConfig
+    from specdec_core.core.session import encode_conversation
 
     tok = CharTokenizer()
     conv = BenchPrompt("q", "hello there", True, "mt_bench", ("hello there", "and again"))
@@ -226,8 +226,8 @@ def test_a_conversation_runs_turn_by_turn_after_its_own_answers(target, draft_mo
     assert [r.prompt_id for r in out["ar"]] == ["q#1", "q#2"]
     assert [r.token_ids for r in out["ar"]] == [r.token_ids for r in out["draft"]]  # exact, turn by turn
     second = encode_conversation(tok, ["hello there", "and again"], [tok.decode(out["ar"][0].token_ids)])
-    from specdec_core.engine import SpeculativeEngine
-    from specdec_core.session import run
+    from specdec_core.core.engine import SpeculativeEngine
+    from specdec_core.core.session import run
 
     direct = run(SpeculativeEngine(target), "ar", second, GenerationConfig(max_new_tokens=6)).token_ids
     assert out["ar"][1].token_ids == direct  # turn 2 was asked after turn 1's own answer

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_core.methods import REGISTRY
+from specdec_core.methods.registry import REGISTRY
 
 pytestmark = pytest.mark.embedded  # the tiny model borrows the embedded tokenizer
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from conftest import PROMPT, cached_eagle_head
-from specdec_core.config import ConfigError, DraftConfig, EagleConfig, GenerationConfig
-from specdec_core.drafters.eagle import EagleDrafter, EagleHead, EagleTree, eagle_drafter, fingerprint
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.features import Features
-from specdec_core.models import tiny_model
+from specdec_core.core.config import ConfigError, DraftConfig, EagleConfig, GenerationConfig
+from specdec_core.methods.eagle import EagleDrafter, EagleHead, EagleTree, eagle_drafter, fingerprint
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.features import Features
+from specdec_core.backends.models import tiny_model
 
 
 def test_features_buffer_appends_and_slices():
@@ -28,7 +28,7 @@ def test_features_buffer_appends_and_slices():
 
 def test_engine_hands_every_committed_feature_to_the_drafter(target):
     """features.since(0) == the target's hidden states over tokens[:-1], round after round."""
-    from specdec_core.kv import new_cache
+    from specdec_core.core.kv import new_cache
 
     seen = []
 
@@ -40,7 +40,7 @@ def test_engine_hands_every_committed_feature_to_the_drafter(target):
 
         def propose(self, state, context):
             seen.append((list(context.tokens), context.features.since(0).clone()))
-            from specdec_core.drafters.base import Draft
+            from specdec_core.core.drafter import Draft
             return Draft.empty()
 
     list(SpeculativeEngine(target, Spy()).generate(PROMPT, GenerationConfig(max_new_tokens=5)))
@@ -50,8 +50,8 @@ def test_engine_hands_every_committed_feature_to_the_drafter(target):
 
 
 def test_trained_head_agrees_more_than_an_untrained_one(target):
-    from specdec_core.kv import new_cache
-    from specdec_core.train_eagle import TOP, agreement
+    from specdec_core.core.kv import new_cache
+    from specdec_core.train.eagle import TOP, agreement
 
     text = [[5, 17, 3, 42, 8, 17, 3, 42, 9, 60, 5, 17] * 2]
     with torch.no_grad():
@@ -99,7 +99,7 @@ def test_eagle_drafts_from_the_first_round_and_tree_respects_its_budget(target):
 
 
 def test_trainer_steps_gently_on_a_trained_head_and_never_keeps_a_worse_one():
-    from specdec_core.train_eagle import parse, worse
+    from specdec_core.train.eagle import parse, worse
 
     assert parse([]).lr == 1e-3 and parse(["--init", "head.safetensors"]).lr == 3e-4
     assert parse(["--init", "head.safetensors", "--lr", "1e-4"]).lr == 1e-4
@@ -114,8 +114,8 @@ def test_corpus_weaves_docs_into_code_and_a_larger_corpus_extends_a_smaller_one(
     import sysconfig
     from pathlib import Path
 
-    from specdec_core.corpus import KINDS, corpus_chunks, docs_files, make_chunks, weave
-    from specdec_core.train_eagle import parse
+    from specdec_core.train.corpus import KINDS, corpus_chunks, docs_files, make_chunks, weave
+    from specdec_core.train.eagle import parse
 
     code, docs = [tmp_path / f"c{i}" for i in range(5)], [tmp_path / f"d{i}" for i in range(4)]
     files = weave(code, docs)
@@ -139,7 +139,7 @@ def test_corpus_weaves_docs_into_code_and_a_larger_corpus_extends_a_smaller_one(
         parse(["--corpus", "web"])
     with pytest.raises(ValueError, match="unknown corpus"):
         corpus_chunks(Tok(), 16, 12, kind="web")
-    with pytest.raises(ValueError, match="self_answers"):
+    with pytest.raises(ValueError, match="specdec_core.train.answers"):
         corpus_chunks(Tok(), 16, 12, kind="answers", answers=tmp_path / "none.jsonl")
     answers = tmp_path / "answers.jsonl"  # 5 answers of 8 + 7 + "$\n" = 17 characters: 85 = 5 chunks of 16 + 5
     answers.write_text("".join(f'{{"id": "{i}", "text": "prompt{i}:", "answer": "answer{i}"}}\n' for i in range(5)))
@@ -150,7 +150,7 @@ def test_corpus_weaves_docs_into_code_and_a_larger_corpus_extends_a_smaller_one(
 
 
 def test_a_trained_heads_draft_vocabulary_grows_with_new_data():
-    from specdec_core.train_eagle import grow_vocab
+    from specdec_core.train.eagle import grow_vocab
 
     data = {"top_ids": torch.tensor([[[7, 1], [7, 2], [9, 1], [3, 1], [9, 2], [7, 0]]])}  # top-1: 7 x3, 9 x2, 3 x1
     assert grow_vocab(torch.tensor([2, 9], dtype=torch.int32), data, 2, 12).tolist() == [2, 7, 9]
@@ -158,8 +158,8 @@ def test_a_trained_heads_draft_vocabulary_grows_with_new_data():
 
 
 def test_self_answer_prompts_are_fixed_mixed_and_never_humaneval():
-    from specdec_core.corpus import humaneval_markers
-    from specdec_core.self_answers import prompts
+    from specdec_core.train.corpus import humaneval_markers
+    from specdec_core.train.answers import prompts
 
     ps = prompts()
     assert ps == prompts() and len({p.id for p in ps}) == len(ps) > 500
@@ -174,8 +174,8 @@ def test_batched_self_answers_are_each_prompts_own_greedy_answer_and_resume(tmp_
     """Left-padded batches answer as each prompt alone would (float32 tiny model, the embedded tokenizer)."""
     from transformers import AutoTokenizer
 
-    from specdec_core.models import DEFAULT_TARGET, embedded_dir
-    from specdec_core.self_answers import done_ids, generate
+    from specdec_core.backends.models import DEFAULT_TARGET, embedded_dir
+    from specdec_core.train.answers import done_ids, generate
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_dir(DEFAULT_TARGET))
     model = tiny_model(seed=5, vocab_size=len(tokenizer)).model
@@ -189,7 +189,7 @@ def test_batched_self_answers_are_each_prompts_own_greedy_answer_and_resume(tmp_
 
 
 def test_a_cached_feature_file_counts_only_for_the_same_tokens(tmp_path):
-    from specdec_core.train_eagle import cached
+    from specdec_core.train.eagle import cached
 
     path = tmp_path / "train-00000.pt"
     torch.save({"tokens": torch.tensor([1, 2, 3], dtype=torch.int32)}, path)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec_core.config import DraftConfig, GenerationConfig
-from specdec_core.engine import SpeculativeEngine
-from specdec_core import exact
-from specdec_core.models import DEFAULT_DRAFT, DEFAULT_TARGET
-from specdec_core.quantize import load_int8
-from specdec_core.representation import load_target, offered
-from specdec_core.methods import METHODS, build_drafter
-from specdec_core.session import encode_prompt, eos_token_ids, run
+from specdec_core.core.config import DraftConfig, GenerationConfig
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.backends import exact
+from specdec_core.backends.models import DEFAULT_DRAFT, DEFAULT_TARGET
+from specdec_core.backends.quantize import load_int8
+from specdec_core.backends.representation import load_target, offered
+from specdec_core.methods.registry import METHODS, build_drafter
+from specdec_core.core.session import encode_prompt, eos_token_ids, run
 
 pytestmark = pytest.mark.embedded
 

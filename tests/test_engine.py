@@ -6,14 +6,14 @@ import torch
 from scipy.stats import chisquare
 
 from conftest import DRAFTERS, PROMPT, greedy_reference, make_drafter
-from specdec_core.methods import METHODS
-from specdec_core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
-from specdec_core.drafters import DraftModelDrafter
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.metrics import compute_stats
-from specdec_core.sampling import logits_to_probs
-from specdec_core.kv import new_cache
-from specdec_core.session import run
+from specdec_core.methods.registry import METHODS
+from specdec_core.core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
+from specdec_core.methods.draft_model import DraftModelDrafter
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.metrics import compute_stats
+from specdec_core.core.sampling import logits_to_probs
+from specdec_core.core.kv import new_cache
+from specdec_core.core.session import run
 
 N = 40
 
@@ -193,7 +193,7 @@ def test_trace_records_each_nodes_outcome(name, temperature, target, draft_model
 def test_cost_aware_length_is_a_trees_node_budget(target, draft_model):
     """With a cost-aware length, a tree drafter gets the length as its node budget (never more nodes than it); with a
     fixed length it keeps its own size. Output stays plain greedy either way."""
-    from specdec_core.schedule import Cost
+    from specdec_core.core.schedule import Cost
 
     config = GenerationConfig(max_new_tokens=20, draft=DraftConfig(num_draft_tokens=2, cost_aware=True))
     steep = Cost(lambda n: 100.0 * n, 0.5)  # each verified token costs a full step: small trees
@@ -212,8 +212,8 @@ def test_int4_draft_keeps_greedy_output_and_its_layers_track_bf16(target):
     within 4-bit rounding of the bf16 layer it replaced."""
     import copy
 
-    from specdec_core.lm import LanguageModel
-    from specdec_core.quantize import Int4WeightOnlyLinear, int4_weight_only
+    from specdec_core.backends.lm import LanguageModel
+    from specdec_core.backends.quantize import Int4WeightOnlyLinear, int4_weight_only
 
     dense = copy.deepcopy(target.model).to(torch.bfloat16)
     layer = dense.model.layers[0].mlp.down_proj

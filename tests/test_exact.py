@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec_core import exact
-from specdec_core.config import ConfigError, DraftConfig, GenerationConfig
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.lm import LanguageModel
-from specdec_core.models import perturbed_copy, tiny_model
-from specdec_core.representation import offered, parse
-from specdec_core.session import run
+from specdec_core.backends import exact
+from specdec_core.core.config import ConfigError, DraftConfig, GenerationConfig
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.backends.lm import LanguageModel
+from specdec_core.backends.models import perturbed_copy, tiny_model
+from specdec_core.backends.representation import offered, parse
+from specdec_core.core.session import run
 
 from conftest import DRAFTERS, PROMPT, make_drafter  # noqa: E402
 
@@ -148,7 +148,7 @@ def test_self_check_measures_zero_when_exact_and_more_when_not():
 def test_near_ties_are_flagged_only_on_a_target_that_is_not_bit_exact():
     """Greedy on a target with measured rounding r: an emitted token is a near-tie iff its row's top-2 logit gap
     <= 2r, checked against the logits of plain decoding; r = 0 (bit-exact) flags nothing."""
-    from specdec_core.metrics import compute_stats
+    from specdec_core.core.metrics import compute_stats
 
     target = exact_tiny(torch.float32, seed=7)
     config = GenerationConfig(max_new_tokens=24, draft=DraftConfig(num_draft_tokens=4))
@@ -156,7 +156,7 @@ def test_near_ties_are_flagged_only_on_a_target_that_is_not_bit_exact():
     target.rounding = 0.0
     plain = run(SpeculativeEngine(target), "ar", PROMPT, config)
     assert compute_stats(plain.rounds).near_ties == []
-    from specdec_core.kv import new_cache
+    from specdec_core.core.kv import new_cache
 
     cache, gaps = new_cache(), []
     target.prefill(PROMPT[:-1], cache)

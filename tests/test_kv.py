@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import PROMPT
-from specdec_core.kv import cache_length, crop, new_cache
+from specdec_core.core.kv import cache_length, crop, new_cache
 
 
 @pytest.mark.parametrize("layers", [None, (0, 2, 3)], ids=["all-layers", "layer-subset"])

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from specdec_core.config import LookupConfig, SamplingConfig
-from specdec_core.drafters import DraftContext, LookupDrafter
-from specdec_core.drafters.lookup import find_continuation
+from specdec_core.core.config import LookupConfig, SamplingConfig
+from specdec_core.core.drafter import DraftContext
+from specdec_core.methods.lookup import LookupDrafter
+from specdec_core.methods.lookup import find_continuation
 
 
 def test_longest_ngram_wins_and_earliest_match_first():

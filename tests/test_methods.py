@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specdec_core.config import ConfigError, EagleConfig, MedusaConfig
-from specdec_core.methods import METHODS, REGISTRY, MethodOptions, build_drafter, parse_method, readme_table
+from specdec_core.core.config import ConfigError, EagleConfig, MedusaConfig
+from specdec_core.methods.registry import METHODS, REGISTRY, MethodOptions, build_drafter, parse_method, readme_table
 
 from conftest import cached_eagle_head, tiny_medusa_heads  # noqa: E402
 

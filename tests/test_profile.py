@@ -6,12 +6,13 @@ import json
 import pytest
 
 from conftest import PROMPT, make_drafter
-from specdec_core import profile as prof
-from specdec_core.drafters import LookupDrafter
-from specdec_core.exact import make_exact
-from specdec_core.metrics import expected_tokens_from_positions, predicted_speedup
-from specdec_core.methods import METHODS
-from specdec_core.models import tiny_model
+from specdec_core.backends import profile as prof
+from specdec_core.methods import timing
+from specdec_core.methods.lookup import LookupDrafter
+from specdec_core.backends.exact import make_exact
+from specdec_core.core.metrics import expected_tokens_from_positions, predicted_speedup
+from specdec_core.methods.registry import METHODS
+from specdec_core.backends.models import tiny_model
 
 
 def fake(**kw) -> prof.Profile:
@@ -46,24 +47,24 @@ def test_measure_cache_and_reject_foreign_or_corrupt(tmp_path, monkeypatch):
     target = tiny_model(seed=2)
     make_exact(target)
     target.representation = "fp32"
-    timers = {"lookup": prof.drafter_timer(LookupDrafter(), target)}
+    timers = {"lookup": timing.drafter_timer(LookupDrafter(), target)}
     said = []
-    first = prof.get(target, timers, "none", progress=False, say=said.append)
+    first = prof.get(target, timers, "none", ["lookup"], progress=False, say=said.append)
     assert set(first.target_ms) == set(prof.SIZES) and all(v > 0 for v in first.target_ms.values())
     assert first.bandwidth_gb_s > 0 and 0 < first.utilization and "lookup" in first.draft_ms
-    assert prof.get(target, timers, "none", progress=False, say=said.append) == first and not said  # cached
-    path = prof.cache_path(prof.machine_key(target, "none"))
+    assert prof.get(target, timers, "none", ["lookup"], progress=False, say=said.append) == first and not said  # cached
+    path = prof.cache_path(prof.machine_key(target, "none", ["lookup"]))
     data = json.loads(path.read_text())
     path.write_text(json.dumps({**data, "torch": "0.0"}))  # another torch version: never used
-    assert prof.load_cached(prof.machine_key(target, "none"), said.append) is None and "another" in said[-1]
+    assert prof.load_cached(prof.machine_key(target, "none", ["lookup"]), said.append) is None and "another" in said[-1]
     path.write_text("{not json")
-    assert prof.load_cached(prof.machine_key(target, "none"), said.append) is None and "unreadable" in said[-1]
-    assert prof.get(target, timers, "none", progress=False, say=said.append).target_ms  # measured again
+    assert prof.load_cached(prof.machine_key(target, "none", ["lookup"]), said.append) is None and "unreadable" in said[-1]
+    assert prof.get(target, timers, "none", ["lookup"], progress=False, say=said.append).target_ms  # measured again
 
 
 def test_cost_aware_length_follows_the_machine():
-    from specdec_core.config import DraftConfig
-    from specdec_core.schedule import Cost, DraftLengthSchedule
+    from specdec_core.core.config import DraftConfig
+    from specdec_core.core.schedule import Cost, DraftLengthSchedule
 
     auto = DraftConfig(cost_aware=True)
     flat = DraftLengthSchedule(auto, Cost(lambda n: 170.0, 1.0))  # AMX-like: verifying 16 costs what 1 does
@@ -84,8 +85,8 @@ def test_cost_aware_length_follows_the_machine():
 def test_tree_budget_fills_the_rows_that_cost_nothing():
     """A tree verifies as many nodes as ride free on this machine's forward: all its nodes where T(n) is flat, up to
     a step in T (the exact target's row blocks of 16), and only its depth where every row costs."""
-    from specdec_core.config import DraftConfig
-    from specdec_core.schedule import Cost, DraftLengthSchedule
+    from specdec_core.core.config import DraftConfig
+    from specdec_core.core.schedule import Cost, DraftLengthSchedule
 
     auto = DraftConfig(cost_aware=True)
     stepped = DraftLengthSchedule(auto, Cost(lambda n: 190.0 + (n - 1) + (180.0 if n > 16 else 0.0), 5.0))
@@ -100,9 +101,9 @@ def test_tree_budget_fills_the_rows_that_cost_nothing():
 def test_measured_prior_sets_the_first_rounds_length():
     """Before its own rounds, the cost-aware length trusts the bench's acceptance for this method and kind of prompt:
     a method that was rarely right on chat does not draft its first rounds there (EAGLE on chat once ran 0.91x)."""
-    from specdec_core.config import DraftConfig
-    from specdec_core.recommend import prior
-    from specdec_core.schedule import PRIOR_RATE, Cost, DraftLengthSchedule
+    from specdec_core.core.config import DraftConfig
+    from specdec_core.methods.recommend import prior
+    from specdec_core.core.schedule import PRIOR_RATE, Cost, DraftLengthSchedule
 
     auto = DraftConfig(cost_aware=True)
     costs = dict(target_ms=lambda n: 100.0 + 20.0 * n, draft_ms=5.0)  # verifying grows with its rows, as int8 here
@@ -119,17 +120,17 @@ def test_measured_prior_sets_the_first_rounds_length():
     with pytest.raises(ValueError, match="kind"):
         prior("draft", "poetry")
     p = fake(draft_ms={"draft": 20.0})
-    assert prof.cost(p, "draft", "code").prior == prior("draft", "code") and prof.cost(p, "draft").prior == ()
+    assert timing.cost(p, "draft", "code").prior == prior("draft", "code") and timing.cost(p, "draft").prior == ()
 
 
 @pytest.mark.parametrize("name", ["draft", "lookup", "always-right", "right-for-1", "tree-right-second"])
 def test_cost_aware_greedy_equals_plain_greedy(name, target, draft_model):
     from conftest import PROMPT, make_drafter
 
-    from specdec_core.config import DraftConfig, GenerationConfig
-    from specdec_core.engine import SpeculativeEngine
-    from specdec_core.schedule import Cost
-    from specdec_core.session import run
+    from specdec_core.core.config import DraftConfig, GenerationConfig
+    from specdec_core.core.engine import SpeculativeEngine
+    from specdec_core.core.schedule import Cost
+    from specdec_core.core.session import run
 
     config = GenerationConfig(max_new_tokens=40, draft=DraftConfig(cost_aware=True))
     reference = run(SpeculativeEngine(target), "ar", PROMPT, config).token_ids
@@ -140,7 +141,7 @@ def test_cost_aware_greedy_equals_plain_greedy(name, target, draft_model):
 
 
 def test_recommendation_picks_the_fastest_that_pays_or_says_none_does():
-    from specdec_core.recommend import PAYS, best_length, load_priors, recommend
+    from specdec_core.methods.recommend import PAYS, best_length, load_priors, recommend
 
     priors = {"kinds": {"code": {"draft": [0.9, 0.9, 0.9], "lookup": [0.3], "medusa-tree": [0.5, 0.5]},
                         "prose": {"draft": [0.2, 0.1], "lookup": [0.05]}}}
@@ -165,19 +166,19 @@ def test_recommendation_picks_the_fastest_that_pays_or_says_none_does():
 def test_every_drafter_drafts_in_the_context_it_is_timed_in(name, target, draft_model):
     """A timer of a drafter that proposes nothing measures nothing (EAGLE once showed 0.0 ms for want of features)."""
     drafter = make_drafter(name, target, draft_model)
-    assert drafter.propose(drafter.start(), prof.timing_context(target, PROMPT, 3)).tokens
-    assert prof.drafter_timer(drafter, target, 3)(PROMPT) > 0  # a round after a synced one (EAGLE once failed here)
+    assert drafter.propose(drafter.start(), timing.timing_context(target, PROMPT, 3)).tokens
+    assert timing.drafter_timer(drafter, target, 3)(PROMPT) > 0  # a round after a synced one (EAGLE once failed here)
 
 
 def test_auto_times_each_representation_as_the_exact_target_runs_it():
-    from specdec_core.representation import choose_cpu
+    from specdec_core.backends.representation import choose_cpu
 
     choice = choose_cpu(tiny_model(seed=2).model)
     assert choice.representation in ("bf16", "int8") and "1/6/16 rows" in choice.reason
 
 
 def test_priors_pool_the_runs_of_several_bench_files(tmp_path):
-    from specdec_core.recommend import priors_from_bench
+    from specdec_core.methods.recommend import priors_from_bench
 
     def bench(path, method, accepted):  # one run: 4 rounds of 2 drafted tokens, `accepted` tokens accepted in each
         stats = {"new_tokens": 12, "rounds": 4, "target_forwards": 4, "drafted": 8, "accepted": 4 * accepted,

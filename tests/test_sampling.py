@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from specdec_core.config import SamplingConfig
-from specdec_core.sampling import logits_to_probs, sample
+from specdec_core.core.config import SamplingConfig
+from specdec_core.core.sampling import logits_to_probs, sample
 
 LOGITS = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.1]))
 

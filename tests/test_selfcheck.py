@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 
-from specdec_core import profile as prof
-from specdec_core import selfcheck
+from specdec_core.backends import profile as prof
+from specdec_core.methods import timing
+from specdec_core.methods.registry import REGISTRY
+from specdec_core.bench import selfcheck
 from specdec_core.bench.prompts import BenchPrompt
-from specdec_core.config import GenerationConfig
-from specdec_core.exact import make_exact, self_check
-from specdec_core.models import perturbed_copy, tiny_model
-from specdec_core.methods import MethodOptions
+from specdec_core.core.config import GenerationConfig
+from specdec_core.backends.exact import make_exact, self_check
+from specdec_core.backends.models import perturbed_copy, tiny_model
+from specdec_core.methods.registry import MethodOptions
 
 from conftest import CharTokenizer  # noqa: E402
 
@@ -20,7 +22,7 @@ def test_selfcheck_report_on_tiny_models():
     make_exact(target)
     target.rounding = self_check(target).logits
     draft = perturbed_copy(target)
-    profile = prof.measure(target, prof.drafter_timers(target, draft), "fp32", progress=False)
+    profile = prof.measure(target, timing.drafter_timers(target, draft), "fp32", sorted(REGISTRY), progress=False)
     prompts = [BenchPrompt("a", "def f(x): return x + x + x"), BenchPrompt("b", "abcabcabcabc")]
     report = selfcheck.check(target, draft, CharTokenizer(), profile, GenerationConfig(max_new_tokens=12), MethodOptions(),
                              progress=False, prompts=prompts)

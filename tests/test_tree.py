@@ -7,13 +7,13 @@ import torch
 from scipy.stats import chisquare
 
 from conftest import PROMPT, tiny_medusa_heads
-from specdec_core.config import SamplingConfig
-from specdec_core.drafters.base import DraftContext
-from specdec_core.drafters.medusa import MedusaDrafter, MedusaHeads, TreeShape
-from specdec_core.kv import cache_length, keep, new_cache
-from specdec_core.sampling import sample, uniform
-from specdec_core.tree import ancestors_mask, children, depths
-from specdec_core.verify import residual_distribution, verify_tree
+from specdec_core.core.config import SamplingConfig
+from specdec_core.core.drafter import DraftContext
+from specdec_core.methods.medusa import MedusaDrafter, MedusaHeads, TreeShape
+from specdec_core.core.kv import cache_length, keep, new_cache
+from specdec_core.core.sampling import sample, uniform
+from specdec_core.core.tree import ancestors_mask, children, depths
+from specdec_core.core.verify import residual_distribution, verify_tree
 
 TREE = [-1, -1, 0, 0, 1, 2]  # root -> {0, 1}; 0 -> {2, 3}; 1 -> {4}; 2 -> {5}
 BRANCHES = [[0, 2, 5], [0, 3], [1, 4]]
@@ -142,8 +142,8 @@ def test_heads_save_and_load_roundtrip(tmp_path, target):
 
 
 def test_missing_or_mismatched_heads_give_clear_errors(tmp_path, target):
-    from specdec_core.config import ConfigError, MedusaConfig
-    from specdec_core.drafters.medusa import medusa_drafter
+    from specdec_core.core.config import ConfigError, MedusaConfig
+    from specdec_core.methods.medusa import medusa_drafter
 
     with pytest.raises(ConfigError, match="train_medusa"):
         medusa_drafter(target, MedusaConfig(), tree=False)  # nothing ships for a tiny random model

@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specdec_core.verify import residual_distribution, verify_greedy, verify_sampling
+from specdec_core.core.verify import residual_distribution, verify_greedy, verify_sampling
 
 V = 6
 
@@ -102,7 +102,7 @@ def test_two_token_draft_joint_distribution():
 def test_tree_siblings_are_judged_against_what_remains_of_p():
     """Root with two candidates: the first refused (u >= p), the second judged against r = p without the first,
     renormalised: the trace must carry r(x), not the raw p(x)."""
-    from specdec_core.verify import verify_tree
+    from specdec_core.core.verify import verify_tree
 
     p = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.25] * 4, [0.25] * 4])
     for seed in range(200):

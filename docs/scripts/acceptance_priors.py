@@ -16,7 +16,7 @@ import argparse
 import json
 import time
 
-from specdec_core.recommend import PRIORS, priors_from_bench
+from specdec_core.methods.recommend import PRIORS, priors_from_bench
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--code", required=True, nargs="+", help="bench JSON on code prompts (e.g. --suite humaneval)")

@@ -6,10 +6,10 @@ import time
 
 import torch
 
-from specdec_core.kv import crop, new_cache
-from specdec_core.models import DEFAULT_DRAFT
-from specdec_core.quantize import load_int4, load_int8
-from specdec_core.representation import isa
+from specdec_core.core.kv import crop, new_cache
+from specdec_core.backends.models import DEFAULT_DRAFT
+from specdec_core.backends.quantize import load_int4, load_int8
+from specdec_core.backends.representation import isa
 
 drafts = {"int8 dynamic": load_int8(DEFAULT_DRAFT), "int4 weight-only": load_int4(DEFAULT_DRAFT)}
 caches = {}

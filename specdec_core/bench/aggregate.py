@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from ..metrics import Stats, compare
-from ..profile import cost
+from specdec_core.core.metrics import Stats, compare
+from specdec_core.methods.timing import cost
 
 REFERENCE = "ar"
 OTHER_WEIGHTS = ("llamacpp-ar", "llamacpp-lookup")  # run the GGUF's own quantisation: timed, never compared

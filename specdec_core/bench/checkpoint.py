@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import ConfigError
-from .aggregate import RunRecord
+from specdec_core.core.config import ConfigError
+from specdec_core.bench.aggregate import RunRecord
 
 
 class Checkpoint:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..config import GenerationConfig, LookupConfig
-from ..lm import LanguageModel
+from specdec_core.core.config import GenerationConfig, LookupConfig
+from specdec_core.backends.lm import LanguageModel
 
 HF_METHODS = ("hf-ar", "hf-assisted", "hf-lookup")
 

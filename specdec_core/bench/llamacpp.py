@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from ..config import GenerationConfig
-from ..models import EMBEDDED, ModelLoadError, assemble_gguf, cache_root
+from specdec_core.core.config import GenerationConfig
+from specdec_core.backends.models import EMBEDDED, ModelLoadError, assemble_gguf, cache_root
 
 LLAMACPP_METHODS = ("llamacpp-ar", "llamacpp-lookup")
 INSTALL = ("pip install llama-cpp-python  (builds llama.cpp from source: about 10 minutes on 2 cores; "

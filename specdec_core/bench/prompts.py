@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ConfigError
+from specdec_core.core.config import ConfigError
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "bench"
 SUITES = ("humaneval", "summarise", "chat", "specbench-mini")

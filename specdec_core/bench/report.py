@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..methods import REGISTRY
-from .aggregate import OTHER_WEIGHTS, MethodSummary, RunRecord
+from specdec_core.methods.registry import REGISTRY
+from specdec_core.bench.aggregate import OTHER_WEIGHTS, MethodSummary, RunRecord
 
 # (ours, theirs): each method's equivalent elsewhere (the registry's peers), plain decoding's, and our two fastest CPU
 # methods against llama.cpp's plain decoding (what a CPU user would otherwise run)

@@ -12,17 +12,20 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..config import ConfigError, GenerationConfig
-from ..engine import SpeculativeEngine
-from ..lm import LanguageModel
-from ..methods import METHODS, REGISTRY, MethodOptions, build_drafter
-from ..session import encode_conversation, encode_prompt, eos_token_ids, run
-from .aggregate import RunRecord
-from .checkpoint import Checkpoint
-from ..exact import fused
-from .hf import HF_METHODS, hf_generate
-from .llamacpp import LLAMACPP_METHODS
-from .prompts import BenchPrompt
+from specdec_core.core.config import ConfigError, GenerationConfig
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.backends.lm import LanguageModel
+from specdec_core.methods.registry import METHODS, REGISTRY, MethodOptions, build_drafter
+from specdec_core.core.session import encode_conversation, encode_prompt, eos_token_ids, run
+from specdec_core.bench.aggregate import RunRecord
+from specdec_core.bench.checkpoint import Checkpoint
+from specdec_core.backends.exact import fused
+from specdec_core.bench.hf import HF_METHODS, hf_generate
+from specdec_core.bench import llamacpp
+from specdec_core.bench.llamacpp import LLAMACPP_METHODS
+from specdec_core.methods.recommend import prompt_kind
+from specdec_core.methods.timing import cost
+from specdec_core.bench.prompts import BenchPrompt
 
 ALL_METHODS = METHODS + HF_METHODS + LLAMACPP_METHODS
 NEEDS_DRAFT = tuple(n for n, spec in REGISTRY.items() if spec.needs_draft_model) + ("hf-assisted",)
@@ -131,9 +134,6 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
     if method in METHODS:
         drafter = build_drafter(method, target, draft, config.options)
         modules += [drafter.heads] if hasattr(drafter, "heads") else []
-        from ..profile import cost
-        from ..recommend import prompt_kind
-
         engine = SpeculativeEngine(target, drafter, eos, cost(config.profile, method, prompt_kind(chat)))
     timer = ForwardTimer(modules, target.device, count=target.lm_head)
     memory.reset()
@@ -157,8 +157,6 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
 def run_llamacpp(method: str, target: LanguageModel, eos: tuple[int, ...], prompt_ids: list[int],
                  generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
     """llama.cpp on the target's GGUF, same prompt ids and threads; all its time counts as forward time."""
-    from . import llamacpp
-
     memory.reset()
     t0 = time.perf_counter()
     tokens = llamacpp.generate(method, target.name, prompt_ids, generation, eos, torch.get_num_threads())

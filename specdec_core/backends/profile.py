@@ -1,0 +1,193 @@
+"""This machine's cost curve: what a target forward of n tokens costs, what a drafting step costs, how fast a prompt
+pass runs, and how much of the memory bandwidth one decoding step uses.
+
+`python -m specdec_core profile [--json FILE]` measures it (a progress bar; ~1 minute on 2 cores) and caches it under
+the cache dir per (device, ISA, torch version, model, representations); a cached profile from another machine,
+torch version or representation is never used, and a corrupt one is measured again with a message. The prediction
+(metrics.predicted_speedup) and the cost-aware draft length read T(n) from here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from specdec_core.backends.lm import LanguageModel
+from specdec_core.backends.representation import isa
+from specdec_core.core.kv import crop, new_cache
+from specdec_core.settings import cache_root
+
+SIZES = (1, 2, 3, 4, 6, 8, 11, 16, 17)  # plain step, chains up to 16 drafts, trees up to 16 nodes + root (17: the
+# exact target runs row blocks of 16 where its kernel is not row-invariant, so T can step there)
+PROMPT_TOKENS = 120
+VERSION = 4  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured
+
+
+@dataclass(frozen=True)
+class Profile:
+    device: str
+    isa: str
+    torch: str
+    model: str
+    target_repr: str
+    draft_repr: str
+    methods: list[str]  # the registered methods when measured: a newly registered one gets its cost measured
+    target_ms: dict[int, float]  # n new tokens after a PROMPT_TOKENS prompt -> ms (best of 3)
+    draft_ms: dict[str, float]  # method -> ms per drafted token
+    prefill_tokens_per_s: float
+    bandwidth_gb_s: float  # a large tensor copy: bytes read + written per second
+    utilization: float  # bytes one 1-token target forward reads / T(1) / bandwidth
+    target_bytes: int
+    version: int = VERSION
+
+    def T(self, n: int) -> float:
+        """ms for a target forward of n tokens, interpolated linearly between measured sizes (extrapolated past)."""
+        xs = sorted(self.target_ms)
+        if n in self.target_ms:
+            return self.target_ms[n]
+        lo = max([x for x in xs if x < n], default=xs[0])
+        hi = min([x for x in xs if x > n], default=None)
+        if hi is None:  # past the largest: the slope of the last two sizes
+            lo, hi = xs[-2], xs[-1]
+        slope = (self.target_ms[hi] - self.target_ms[lo]) / (hi - lo)
+        return self.target_ms[lo] + slope * (n - lo)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> "Profile":
+        d = dict(d)
+        d["target_ms"] = {int(k): float(v) for k, v in d["target_ms"].items()}
+        d["draft_ms"] = {str(k): float(v) for k, v in d["draft_ms"].items()}
+        d["methods"] = [str(m) for m in d["methods"]]
+        return Profile(**d)
+
+
+def machine_key(target: LanguageModel, draft_repr: str, methods: list[str]) -> dict:
+    """What a cached profile must match: device, ISA, torch, model, representations, and the methods it timed (a
+    newly registered method gets its cost measured)."""
+    device = str(target.device)
+    if target.device.type == "cuda":
+        device += f" ({torch.cuda.get_device_name(target.device)})"
+    else:
+        device += f" ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return {"device": device, "isa": isa() if target.device.type == "cpu" else target.device.type,
+            "torch": torch.__version__, "model": target.name, "target_repr": target.representation,
+            "draft_repr": draft_repr, "methods": sorted(methods)}
+
+
+def cache_path(key: dict) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "profiles" / f"{digest}.json"
+
+
+def load_cached(key: dict, say=print) -> Profile | None:
+    """The cached profile for exactly this key, or None (a corrupt or foreign file is reported and ignored)."""
+    path = cache_path(key)
+    if not path.is_file():
+        return None
+    try:
+        profile = Profile.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        say(f"specdec: the cached profile {path} is unreadable ({type(e).__name__}); measuring again")
+        return None
+    if profile.version != VERSION or any(getattr(profile, k) != v for k, v in key.items()):
+        say(f"specdec: the cached profile {path} is from another machine or version; measuring again")
+        return None
+    return profile
+
+
+def best_ms(fn, reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
+
+
+def bandwidth_gb_s(device: torch.device, megabytes: int = 256) -> float:
+    src = torch.empty(megabytes << 20, dtype=torch.uint8, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    ms = best_ms(lambda: dst.copy_(src), 5)
+    return 2 * src.numel() / (ms / 1e3) / 1e9
+
+
+def weight_bytes(lm: LanguageModel) -> int:
+    """Bytes of parameters and buffers a 1-token forward reads: everything but the input embedding table (of which one
+    row is read)."""
+    embed = lm.model.get_input_embeddings().weight
+    seen, total = set(), 0
+    for t in list(lm.model.parameters()) + list(lm.model.buffers()):
+        if t.data_ptr() in seen or t.data_ptr() == embed.data_ptr():
+            continue
+        seen.add(t.data_ptr())
+        total += t.numel() * t.element_size()
+    return total
+
+
+@torch.inference_mode()
+def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: str, methods: list[str],
+            progress: bool = True) -> Profile:
+    """Time the target for SIZES, each drafter's step (`drafters`: method -> fn(prefix ids) timing one step in ms),
+    a prompt pass and a memory copy."""
+    vocab = min(target.vocab_size, 30000)
+    prompt = [(1000 + 37 * i) % vocab for i in range(PROMPT_TOKENS)]
+    steps = len(SIZES) + len(drafters) + 2
+    with tqdm(total=steps, desc="profile", unit="step", disable=not progress) as bar:
+        cache = new_cache()
+        t0 = time.perf_counter()
+        target.prefill(prompt[:-1], cache)
+        prefill = (PROMPT_TOKENS - 1) / (time.perf_counter() - t0)
+        bar.update()
+        base = len(prompt) - 1
+        target_ms = {}
+        for sweep in range(2):  # two sweeps, best of both: a shape's first forwards can pay set-up (T(1) > T(2) seen)
+            for n in SIZES:
+                ids = prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
+
+                def step():
+                    target.forward(ids, cache)
+                    crop(cache, base)
+
+                if sweep == 0:
+                    step()  # warm-up for this shape
+                target_ms[n] = round(min(best_ms(step, 3), target_ms.get(n, float("inf"))), 2)
+                bar.update(sweep)
+        draft_ms = {}
+        for method, fn in drafters.items():
+            draft_ms[method] = round(fn(prompt), 2)
+            bar.update()
+        bw = bandwidth_gb_s(target.device)
+        bar.update()
+    nbytes = weight_bytes(target)
+    util = nbytes / (target_ms[1] / 1e3) / (bw * 1e9)
+    return Profile(**machine_key(target, draft_repr, methods), target_ms=target_ms, draft_ms=draft_ms,
+                   prefill_tokens_per_s=round(prefill, 1), bandwidth_gb_s=round(bw, 2), utilization=round(util, 3),
+                   target_bytes=nbytes)
+
+
+def get(target: LanguageModel, drafters, draft_repr: str, methods: list[str], progress: bool = True, say=print,
+        refresh: bool = False) -> Profile:
+    """The cached profile for this machine and these models, measured (and cached) when missing. `drafters`: the
+    timers (method -> fn), or a function making them (called only when measuring); `methods`: every registered
+    method (part of the cache key)."""
+    key = machine_key(target, draft_repr, methods)
+    if not refresh and (cached := load_cached(key, say)) is not None:
+        return cached
+    profile = measure(target, drafters() if callable(drafters) else drafters, draft_repr, methods, progress)
+    path = cache_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(profile.to_dict(), indent=1))
+    tmp.replace(path)
+    return profile

@@ -1,0 +1,88 @@
+"""Draft length per round: fixed; adaptive (+2 after a fully accepted draft, -1 otherwise, HF's heuristic); or
+cost-aware: the length that maximises expected tokens per second from this machine's measured costs and the running
+per-position acceptance (as SGLang's adaptive speculation and EAGLE's cost model do)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from specdec_core.core.config import MAX_DRAFT_TOKENS_LIMIT, DraftConfig
+from specdec_core.core.metrics import expected_tokens_from_positions
+
+PRIOR_TRIED = 4.0  # before any round, the prior counts as this many rounds' worth of evidence per position
+PRIOR_RATE = 0.7  # per-position acceptance assumed without a measured prior (Cost.prior)
+FREE_ROW = 0.02  # a tree's extra node rides along where one more verified row costs under 2% of a plain step
+PROBE_EVERY = 8  # this often, draft one token more than is predicted to pay (one where none would), to keep measuring
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a round costs here: target_ms(n) for a forward of n tokens, draft_ms per drafted token; and `prior`, the
+    per-position acceptance this method had on this kind of prompt in bench runs (assets/acceptance_priors.json), the
+    schedule's guess before its own rounds have measured any (empty: PRIOR_RATE everywhere)."""
+
+    target_ms: Callable[[int], float]
+    draft_ms: float
+    prior: tuple[float, ...] = ()
+
+    def prior_rate(self, position: int) -> float:
+        if not self.prior:
+            return PRIOR_RATE
+        return self.prior[min(position, len(self.prior) - 1)]  # past what was measured: the deepest measured rate
+
+
+class DraftLengthSchedule:
+    def __init__(self, config: DraftConfig, cost: Cost | None = None):
+        self.config = config
+        self.cost = cost if config.cost_aware else None
+        self.tried = [PRIOR_TRIED] * config.max_adaptive_tokens
+        self.accepted = [PRIOR_TRIED * (self.cost.prior_rate(i) if self.cost else PRIOR_RATE)
+                         for i in range(config.max_adaptive_tokens)]
+        self.rounds = 0
+        self.length = self._best() if self.cost else config.num_draft_tokens
+
+    @property
+    def confidence_threshold(self) -> float:
+        return self.config.confidence_threshold if self.config.adaptive else 0.0
+
+    def expected_rate(self, length: int) -> float:
+        """Predicted tokens per ms when drafting `length` tokens per round."""
+        rates = [a / t for a, t in zip(self.accepted, self.tried)]
+        expected = expected_tokens_from_positions(rates, length)
+        return expected / (length * self.cost.draft_ms + self.cost.target_ms(length + 1))
+
+    def node_budget(self, depth: int, most: int) -> int | None:
+        """A tree's node budget for a round drafted `depth` deep (at most `most`): `depth` nodes, and more while each
+        extra row of the verify forward costs under FREE_ROW of a plain step. Where T(n) is flat (AMX, a GPU) a tree
+        fills the rows that cost next to nothing; where it grows with n (AVX2) it gets `depth` nodes; at a step in T
+        (the exact target's row blocks of 16) it stops. None when not cost-aware (the tree's own size)."""
+        if self.cost is None:
+            return None
+        if depth == 0:
+            return 0
+        nodes, T = depth, self.cost.target_ms
+        free = FREE_ROW * T(1)
+        while nodes < min(most, MAX_DRAFT_TOKENS_LIMIT) and T(nodes + 2) - T(nodes + 1) <= free:
+            nodes += 1
+        return nodes
+
+    def _best(self) -> int:
+        best = max(range(self.config.max_adaptive_tokens + 1), key=self.expected_rate)
+        if self.rounds % PROBE_EVERY:
+            return best
+        return min(best + 1, self.config.max_adaptive_tokens)  # a probe: one position further than pays, to measure it
+
+    def update(self, num_drafted: int, num_accepted: int) -> None:
+        self.rounds += 1
+        if self.cost is not None:
+            for i in range(min(num_drafted, num_accepted + 1)):  # positions examined this round
+                self.tried[i] += 1
+                self.accepted[i] += i < num_accepted
+            self.length = self._best()
+            return
+        if not self.config.adaptive or num_drafted == 0:
+            return
+        if num_accepted == num_drafted:
+            self.length = min(self.length + 2, self.config.max_adaptive_tokens)
+        else:
+            self.length = max(self.length - 1, 1)

@@ -1,0 +1,13 @@
+"""A smaller model sharing the target's tokenizer proposes tokens (classic speculative decoding)."""
+from __future__ import annotations
+
+from specdec_core.backends.lm import LanguageModel
+from specdec_core.methods.neural import NeuralDrafter
+
+
+class DraftModelDrafter(NeuralDrafter):
+    source = "draft"
+
+    def __init__(self, draft: LanguageModel, target_vocab_size: int):
+        super().__init__(draft.forward, target_vocab_size)
+        self.model = draft
