@@ -16,8 +16,8 @@ from specdec_core.bench.prompts import suite
 from specdec_core.bench.report import category_figure
 from specdec_core.core.config import ConfigError
 from specdec_core.core.engine import SpeculativeEngine
-from specdec_core.methods.registry import REFERENCE, REGISTRY
-from specdec_core.core.metrics import compare, compute_stats
+from specdec_core.methods.registry import REFERENCE, REGISTRY, is_tree
+from specdec_core.core.run import Run, compare
 from specdec_core.methods.timing import cost
 
 from . import figures, race
@@ -75,23 +75,20 @@ class Comparing:
         return [x.method for x in self.items[0].lanes]
 
     def row(self, method: str, items: list[Item] | None = None) -> dict:
-        """One method pooled over `items` (all by default), paired prompt by prompt with ar's finished runs."""
-        pairs = [(it.lanes[self.methods.index(method)], it.lanes[0]) for it in (items or self.items)]
-        error = next((lane.error for lane, _ in pairs if lane.error), None)
-        ran = [(lane, ref) for lane, ref in pairs if lane.rounds]
-        done = [(lane, ref) for lane, ref in ran if lane.done and ref.done and not lane.error]
-        stats = [compute_stats(lane.rounds) for lane, _ in ran]
-        tree = method in REGISTRY and REGISTRY[method].tree
-        c = compare(stats, [compute_stats(ref.rounds) for _, ref in done], tree, cost(self.profile, method)) \
-            if stats else None
-        tokens = sum(s.new_tokens for s in stats)
-        decode_s = sum(s.draft_seconds + s.verify_seconds for s in stats)
-        same = None if method == REFERENCE or not done else all(x.token_ids == r.token_ids for x, r in done)
-        finished = bool(ran) and all(lane.done for lane, _ in ran)
-        return {"method": method, "tokens_per_second": tokens / decode_s if decode_s > 0 else None,
-                "speedup": (1.0 if finished else None) if method == REFERENCE else c and c.decode_speedup,
-                "alpha": c and c.alpha, "tau": c and c.tau, "predicted_speedup": c and c.predicted,
-                "identical": same, "error": error, "tokens": tokens}
+        """One method pooled over `items` (all by default), paired prompt by prompt with ar's finished runs: the one
+        comparison Row (core/run.py), with the first error of a failed lane."""
+        pairs = [(it, it.lanes[self.methods.index(method)], it.lanes[0]) for it in (items or self.items)]
+        error = next((lane.error for _, lane, _ in pairs if lane.error), None)
+        runs = [Run.of(method, [], lane.rounds, prompt_id=it.id) for it, lane, _ in pairs if lane.rounds]
+        refs = [Run.of(REFERENCE, [], ref.rounds, prompt_id=it.id) for it, lane, ref in pairs
+                if lane.rounds and lane.done and ref.done and not lane.error]
+        greedy = self.request.config.sampling.greedy
+        row = compare(runs, refs, tree=is_tree(method), cost=cost(self.profile, method), greedy=greedy,
+                      profiled=self.profile is not None, method=method)
+        finished = bool(runs) and all(lane.done for _, lane, _ in pairs if lane.rounds)
+        identical = row.identical if refs and method != REFERENCE else None
+        decode = row.decode_speedup if method != REFERENCE else (1.0 if finished else None)
+        return {**row.to_dict(), "decode_speedup": decode, "identical": identical, "error": error}
 
     def by_category(self) -> dict[str, dict[str, dict]]:
         cats = list(dict.fromkeys(it.category for it in self.items if it.category))
@@ -108,8 +105,8 @@ class Comparing:
     @staticmethod
     def fastest(rows: list[dict]) -> dict | None:
         """The row with the highest speedup among those that ran and match plain decoding."""
-        ok = [r for r in rows if r["speedup"] and r["identical"] is not False]
-        return max(ok, key=lambda r: r["speedup"]) if ok else None
+        ok = [r for r in rows if r["decode_speedup"] and r["identical"] is not False]
+        return max(ok, key=lambda r: r["decode_speedup"]) if ok else None
 
 
 def parse_methods(methods) -> list[str]:
@@ -173,7 +170,7 @@ def _f(v, spec="{:.2f}"):
 
 
 def table_html(state: Comparing) -> str:
-    head = ("<tr><th>method</th><th>tok/s</th><th>speedup</th><th>α</th><th>τ</th><th>predicted</th>"
+    head = ("<tr><th>method</th><th>decode tok/s</th><th>decode speedup</th><th>α</th><th>τ</th><th>predicted</th>"
             "<th>identical</th></tr>")
     rows = []
     for r in state.summary()["methods"]:
@@ -182,8 +179,8 @@ def table_html(state: Comparing) -> str:
             rows.append(f"<tr class='rej'><td>{html.escape(r['method'])}</td><td colspan=6>failed: "
                         f"{html.escape(r['error'][:200])}</td></tr>")
             continue
-        rows.append(f"<tr><td>{html.escape(r['method'])}</td><td>{_f(r['tokens_per_second'])}</td>"
-                    f"<td>{_f(r['speedup'], '{:.2f}×')}</td><td>{_f(r['alpha'])}</td><td>{_f(r['tau'])}</td>"
+        rows.append(f"<tr><td>{html.escape(r['method'])}</td><td>{_f(r['decode_tokens_per_second'])}</td>"
+                    f"<td>{_f(r['decode_speedup'], '{:.2f}×')}</td><td>{_f(r['alpha'])}</td><td>{_f(r['tau'])}</td>"
                     f"<td>{_f(r['predicted_speedup'], '{:.2f}×')}</td><td>{same}</td></tr>")
     pooled = (f"<caption>pooled over {len(state.items)} prompts (decoding tokens/s; speedup over ar on the same "
               f"prompts)</caption>" if len(state.items) > 1 else "")
@@ -218,7 +215,7 @@ def category_plot(state: Comparing) -> go.Figure | None:
     """Speedup over ar by method, per category (the Spec-Bench view); None for a single prompt."""
     if len(state.items) < 2:
         return None
-    cats = {c: {m: row["speedup"] for m, row in rows.items() if m != REFERENCE}
+    cats = {c: {m: row["decode_speedup"] for m, row in rows.items() if m != REFERENCE}
             for c, rows in state.by_category().items()}
     return category_figure(cats, "Decoding speedup over ar by category (this machine, one question each)")
 
@@ -231,11 +228,12 @@ def verdict_html(state: Comparing) -> str:
     if greedy and wrong:
         return message_html(f"✗ Differs from plain greedy decoding: {', '.join(wrong)}. Please report it.", "error")
     on = f" over {len(state.items)} prompts" if len(state.items) > 1 else ""
-    if row is None or row["method"] == REFERENCE or row["speedup"] <= 1.0:
+    if row is None or row["method"] == REFERENCE or row["decode_speedup"] <= 1.0:
         return message_html(f"Plain decoding was fastest{on or ' on this prompt'} on this machine: no method paid "
                             "here.", "warn")
     same = " Every output is identical to plain greedy decoding." if greedy else ""
-    return message_html(f"Fastest here{on}: {REGISTRY[row['method']].label}, {row['speedup']:.2f}× plain decoding."
+    return message_html(f"Fastest here{on}: {REGISTRY[row['method']].label}, {row['decode_speedup']:.2f}× plain decoding "
+                        f"(decoding speed)."
                         f"{same}", "ok")
 
 

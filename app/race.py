@@ -9,21 +9,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec_core.core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
-from specdec_core.methods.registry import REGISTRY, parse_method
+from specdec_core.methods.registry import REGISTRY, is_tree, parse_method
 from specdec_core.core.engine import SpeculativeEngine
-from specdec_core.core.metrics import compare, compute_stats, near_ties
+from specdec_core.core.metrics import compute_stats, near_ties
+from specdec_core.core.run import REFERENCE, Row, Run, compare
 from specdec_core.methods.recommend import prompt_kind
 from specdec_core.methods.timing import cost
 from specdec_core.core.session import encode_prompt
 from specdec_core.core.trace import Round
+from specdec_core.settings import MAX_DRAFT_TOKENS, MAX_PROMPT_TOKENS, PAGE_MAX_NEW_TOKENS
 
 from . import figures
 from .render import Piece, headline_html, message_html, round_pieces, tokens_html
 from .resources import Models
 from .tokens import Detokenizer
 
-MAX_PROMPT_TOKENS = 4096
-MAX_NEW_TOKENS = 512
+MAX_NEW_TOKENS = int(PAGE_MAX_NEW_TOKENS.hi)
 SPEC_METHODS = tuple(REGISTRY)
 
 
@@ -50,8 +51,8 @@ def parse_request(prompt, method, num_draft_tokens, adaptive, temperature, top_p
         raise ConfigError("Numbers only, please: draft tokens, seed and max new tokens must be integers.") from None
     if not 1 <= max_new <= MAX_NEW_TOKENS:
         raise ConfigError(f"Max new tokens must be between 1 and {MAX_NEW_TOKENS} (got {max_new}).")
-    if not 1 <= k <= 16:
-        raise ConfigError(f"Draft tokens per round must be between 1 and 16 (got {k}).")
+    if not 1 <= k <= MAX_DRAFT_TOKENS:
+        raise ConfigError(f"Draft tokens per round must be between 1 and {MAX_DRAFT_TOKENS} (got {k}).")
     adaptive = bool(adaptive)  # the +2/-1 schedule wins over the cost-aware length when both are ticked
     config = GenerationConfig(max_new_tokens=max_new, sampling=SamplingConfig(temperature, 0, top_p),
                               draft=DraftConfig(num_draft_tokens=k, adaptive=adaptive,
@@ -91,41 +92,53 @@ class RaceRecord:
     shared: bool = False  # another race ran at the same time: both shared the machine, timings are not clean
 
 
-    def prediction(self, cmp) -> tuple[float | None, str]:
+    def row(self) -> Row:
+        """The speculative run against plain decoding (once plain decoding has run): the one comparison Row."""
+        method, greedy = self.request.method, self.request.config.sampling.greedy
+        spec = Run.of(method, self.prompt_ids, self.spec.rounds)
+        ar = [Run.of(REFERENCE, self.prompt_ids, self.ar.rounds)] if self.ar.rounds else []
+        return compare([spec], ar, tree=is_tree(method), cost=cost(self.profile, method), greedy=greedy,
+                       profiled=self.profile is not None)
+
+    def prediction(self, cmp: Row) -> tuple[float | None, str]:
         """(predicted decode speedup, how): from the cost profile when it is measured; else the Leviathan bound
         (chains only), which assumes a verify forward costs one step."""
         if cmp.alpha is None:
             return None, "nothing drafted"
         nodes = max(1, round(cmp.mean_gamma))
-        if cmp.predicted is not None:
+        if cmp.predicted_speedup is not None:
             p = self.profile
-            return cmp.predicted, f"this machine: T({nodes + 1}) = {p.T(nodes + 1):.0f} ms vs T(1) = {p.T(1):.0f} ms"
+            return cmp.predicted_speedup, f"this machine: T({nodes + 1}) = {p.T(nodes + 1):.0f} ms vs T(1) = {p.T(1):.0f} ms"
         if cmp.bound is None:
             return None, "profile not measured yet"
         return cmp.bound, f"bound at mean γ={cmp.mean_gamma:.1f}, c={cmp.cost_ratio:.2f} (verify = one step)"
 
     def summary(self) -> dict:
+        """The race's Row (the one comparison model, with the profile's prediction once it is measured) and both
+        runs' statistics and tokens."""
         s, a = compute_stats(self.spec.rounds), compute_stats(self.ar.rounds)
-        method = self.request.method  # the one comparison model, with the profile's prediction once it is measured
-        cmp = compare([s], [a] if self.ar.rounds else [], REGISTRY[method].tree, cost(self.profile, method))
-        predicted, how = self.prediction(cmp)
+        row = self.row()
+        predicted, how = self.prediction(row)
+        draft = self.request.config.draft
         return {
             "method": self.request.method,
             "device": self.device,
             "timing": "each run timed on its own, one after the other, same machine, same prompt; tokens/s is "
-                      "decoding speed (the prompt pass is excluded); end_to_end_speedup includes the prompt passes",
+                      "decoding speed (the prompt pass is excluded); `speedup` is decode_speedup (the page's "
+                      "headline); end_to_end_speedup includes the prompt passes",
+            "row": row.to_dict(),
             "speculative": {**s.to_dict(), "token_ids": self.spec.token_ids,
                             "sources": [x for r in self.spec.rounds for x in r.sources]},
             "autoregressive": {**a.to_dict(), "token_ids": self.ar.token_ids},
-            "speedup": cmp.decode_speedup,
-            "end_to_end_speedup": cmp.end_to_end_speedup,
-            "cost_ratio": cmp.cost_ratio,
+            "speedup": row.decode_speedup,
+            "decode_speedup": row.decode_speedup,
+            "end_to_end_speedup": row.end_to_end_speedup,
+            "cost_ratio": row.cost_ratio,
             "predicted_speedup": predicted,
             "prediction": how,
-            "num_draft_tokens": self.request.config.draft.num_draft_tokens,
-            "mean_draft_tokens": cmp.mean_gamma,
-            "draft_length": ("cost-aware" if self.request.config.draft.cost_aware else
-                             "adaptive" if self.request.config.draft.adaptive else "fixed"),
+            "num_draft_tokens": draft.label,
+            "mean_draft_tokens": row.mean_gamma,
+            "draft_length": draft.kind,
             "shared_machine": self.shared,
             "identical": self.spec.token_ids == self.ar.token_ids if self.ar.rounds else None,
             "near_ties": sorted(near_ties(self.spec.rounds) | near_ties(self.ar.rounds)),  # empty when bit-exact
@@ -194,7 +207,7 @@ def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[in
         raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")
     drafter = models.drafter(request.method)
     return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos,
-                                          cost(profile, request.method, prompt_kind(request.chat)))
+                                          cost(profile, request.method, prompt_kind(request.chat)), request.method)
 
 
 class Running:

@@ -6,18 +6,18 @@ import html
 from dataclasses import dataclass
 
 from specdec_core.methods.registry import REGISTRY
-from specdec_core.core.trace import Round
+from specdec_core.core.trace import TARGET_KINDS, Round
 
 from .tokens import Detokenizer
 
 LABELS = {
     **{name: spec.accepted for name, spec in REGISTRY.items()},
-    "target": "target correction (replaced a rejected draft)",
+    "correction": "target correction (replaced a rejected draft)",
     "bonus": "bonus (every draft token was accepted)",
-    "ar": "plain decoding step (nothing drafted)",
+    "plain": "plain decoding step (nothing drafted)",
     "rejected": "rejected draft token",
 }
-LEGEND_ORDER = (*REGISTRY, "target", "bonus", "ar", "rejected")
+LEGEND_ORDER = (*REGISTRY, *TARGET_KINDS, "rejected")
 
 
 def source_css() -> str:

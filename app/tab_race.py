@@ -7,6 +7,7 @@ import gradio as gr
 
 from specdec_core.core.config import ConfigError
 from specdec_core.methods.recommend import prompt_kind, recommend
+from specdec_core import settings as S
 from specdec_core.methods.registry import REGISTRY
 
 from . import race
@@ -84,16 +85,19 @@ def _controls(examples: list[dict]) -> dict:
             with gr.Row():
                 c["advice"] = gr.Markdown(elem_id="advice")
                 c["use_best"] = gr.Button("Use it", size="sm", scale=0, min_width=80)
-            c["k"] = gr.Slider(1, 16, value=5, step=1, label="Draft tokens per round (γ)")
+            c["k"] = gr.Slider(1, S.MAX_DRAFT_TOKENS, value=S.NUM_DRAFT_TOKENS.default, step=1,
+                               label="Draft tokens per round (γ)")
             c["adaptive"] = gr.Checkbox(label="Adaptive draft length (+2 / −1, stop below confidence 0.4)")
             c["cost_aware"] = gr.Checkbox(value=True, label="Cost-aware draft length: γ per round from this "
                                           "machine's measured costs (γ above is the start until they are measured)")
             with gr.Row():
-                c["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                c["temperature"] = gr.Slider(S.PAGE_TEMPERATURE.lo, S.PAGE_TEMPERATURE.hi, value=S.PAGE_TEMPERATURE.default,
+                                               step=0.05, label="Temperature (0 = greedy)")
                 c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
             with gr.Row():
                 c["seed"] = gr.Number(value=0, precision=0, label="Seed", minimum=0)
-                c["max_new"] = gr.Slider(1, race.MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
+                c["max_new"] = gr.Slider(S.PAGE_MAX_NEW_TOKENS.lo, S.PAGE_MAX_NEW_TOKENS.hi, value=S.PAGE_MAX_NEW_TOKENS.default,
+                                         step=1, label="Max new tokens")
             with gr.Row():
                 c["run"] = gr.Button("Race ▶", variant="primary")
                 c["stop"] = gr.Button("Stop ■", variant="stop")

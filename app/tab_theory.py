@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from specdec_core import settings as S
+
 from . import figures
 from .resources import STORE
 
@@ -49,7 +51,7 @@ def build(record: gr.State, demo: gr.Blocks) -> dict:
                 "forwards, a round yields (1 − α^(γ+1)) / (1 − α) tokens on average and the expected speedup is "
                 "(1 − α^(γ+1)) / ((1 − α)(γc + 1)) (Leviathan et al., 2023).")
     with gr.Row():
-        gamma = gr.Slider(1, 16, value=5, step=1, label="γ (draft tokens per round)")
+        gamma = gr.Slider(1, S.MAX_DRAFT_TOKENS, value=S.NUM_DRAFT_TOKENS.default, step=1, label="γ (draft tokens per round)")
         cost = gr.Slider(0, 2, value=0.4, step=0.01, label="c (draft step cost / target forward)")
         use = gr.Button("Use the last run's γ and c")
     note = gr.Markdown()

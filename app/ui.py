@@ -5,17 +5,16 @@ lives in gr.State."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import gradio as gr
 
 from specdec_core.methods.registry import REGISTRY
+from specdec_core.settings import ASSETS
 
 from . import tab_compare, tab_exactness, tab_race, tab_step, tab_theory
 from .render import source_css
 from .resources import STORE
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 HOW_IT_WORKS = """
 ### How speculative decoding works, in plain words
@@ -37,7 +36,7 @@ tree-shaped attention mask checks every branch, and the longest branch the targe
 The output is **exactly** what the big model alone would produce: the same tokens under greedy decoding, the same
 distribution when sampling. Only the speed changes — up when guesses are good and cheap, down when they are not.
 Colours: """ + " ".join(f'<span class="tok s-{n}">{s.accepted}</span>' for n, s in REGISTRY.items()) + """
-<span class="tok s-target">target correction</span>
+<span class="tok s-correction">target correction</span>
 <span class="tok s-bonus">bonus</span> <span class="tok s-rejected">rejected guess</span>.
 """
 

@@ -20,7 +20,7 @@ from specdec_core.backends.models import EMBEDDED, ModelLoadError, embedded_dir
 from specdec_core.backends.representation import REPRESENTATIONS, describe, load_target
 from specdec_core.backends.representation import load_draft as representation_load_draft
 from specdec_core.bench import llamacpp, selfcheck
-from specdec_core.bench.aggregate import by_category, summarise
+from specdec_core.bench.aggregate import by_category, our_mismatches, peer_mismatches, summarise
 from specdec_core.bench.checkpoint import Checkpoint
 from specdec_core.bench.hf import hf_settings
 from specdec_core.bench.prompts import SUITES, load_jsonl, select, suite
@@ -29,10 +29,12 @@ from specdec_core.bench.runner import ALL_METHODS, NEEDS_DRAFT, BenchConfig, Pea
 from specdec_core.core.config import (ConfigError, DraftConfig, EagleConfig, GenerationConfig, LayerSkipConfig,
                                       LookupConfig, MedusaConfig, SamplingConfig, parse_layers)
 from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.run import REFERENCE, compare
 from specdec_core.core.session import check_prompt_text, encode_prompt, eos_token_ids, run
 from specdec_core.methods import timing
 from specdec_core.methods.recommend import KINDS, prompt_kind, recommend
-from specdec_core.methods.registry import METHODS, MethodOptions, build_drafter, parse_method
+from specdec_core.methods.registry import METHODS, MethodOptions, build_drafter, is_tree, parse_method
+from specdec_core import settings as S
 from specdec_core.settings import DEFAULT_DRAFT, DEFAULT_TARGET
 
 
@@ -62,11 +64,13 @@ def add_model_args(p) -> None:
     p.add_argument("--draft-quant-granularity", choices=["channel", "tensor"], default="channel",
                    help="int8 weight scales per output channel (default) or per tensor")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--num-draft-tokens", default=str(DraftConfig.num_draft_tokens),
-                   help="draft tokens per round, or 'auto': per round, the length that maximises expected tokens/s "
-                        "from this machine's cost profile and the running acceptance (measured once, cached)")
+    p.add_argument("--num-draft-tokens", metavar="N|auto",
+                   help="draft tokens per round. Default auto (what the page uses): per round, the length that "
+                        "maximises expected tokens/s from this machine's cost profile and the running acceptance "
+                        f"(measured once, cached); a fixed γ (0-{S.MAX_DRAFT_TOKENS}) is what you ask for; with "
+                        f"--adaptive the default is a fixed {S.NUM_DRAFT_TOKENS.default:g} to adapt from")
     p.add_argument("--adaptive", action="store_true", help="+2/-1 draft length and stop below confidence")
-    p.add_argument("--confidence-threshold", type=float, default=DraftConfig.confidence_threshold)
+    p.add_argument("--confidence-threshold", type=float, default=S.CONFIDENCE_THRESHOLD.default)
     p.add_argument("--ngram-size", type=int, default=LookupConfig.max_ngram_size, help="prompt lookup n-gram")
     p.add_argument("--skip-layers", help="layer-skip drafter: layers to skip, e.g. '8-19' (default: a built-in)")
     p.add_argument("--medusa-heads", help="Medusa heads file (default: the one shipped for the target)")
@@ -76,7 +80,7 @@ def add_model_args(p) -> None:
     p.add_argument("--eagle-nodes", type=int, default=EagleConfig.tree_nodes, help="eagle-tree: nodes kept/round")
     p.add_argument("--eagle-top-k", type=int, default=EagleConfig.tree_top_k,
                    help="eagle-tree: nodes expanded per depth and children per node")
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=int(S.MAX_NEW_TOKENS.default))
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
@@ -128,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("selfcheck", help="is this machine bit-exact, its cost profile, every method equal to ar on "
                                              "3 prompts and their speedups: one JSON, a few minutes")
     add_model_args(check)
-    check.set_defaults(max_new_tokens=40, num_draft_tokens="auto")  # the page's default: cost-aware length
+    check.set_defaults(max_new_tokens=S.SELFCHECK_NEW_TOKENS)
     check.add_argument("--json", type=Path, default=Path("out/selfcheck.json"), help="report file")
     check.add_argument("--no-progress", action="store_true")
     sub.add_parser("prepare", help="convert the embedded models into the cache now")
@@ -144,10 +148,13 @@ def read_prompt(args) -> str:
         raise ConfigError(f"cannot read --prompt-file: {e.strerror}: {args.prompt_file}") from None
 
 
-def parse_draft_tokens(text: str) -> tuple[int, bool]:
-    """'5' -> (5, False); 'auto' -> (the default length, cost-aware)."""
-    if text == "auto":
-        return DraftConfig.num_draft_tokens, True
+def parse_draft_tokens(text: str | None, adaptive: bool = False) -> tuple[int, bool]:
+    """'5' -> (5, False); 'auto' -> (the default length to start from, cost-aware); no flag -> 'auto', or under
+    --adaptive the default fixed length it adapts from."""
+    if text is None:
+        text = str(int(S.NUM_DRAFT_TOKENS.default)) if adaptive else S.DRAFT_TOKENS_AUTO
+    if text == S.DRAFT_TOKENS_AUTO:
+        return int(S.NUM_DRAFT_TOKENS.default), True
     try:
         return int(text), False
     except ValueError:
@@ -155,7 +162,7 @@ def parse_draft_tokens(text: str) -> tuple[int, bool]:
 
 
 def parse_run_args(args) -> tuple[GenerationConfig, MethodOptions]:
-    length, cost_aware = parse_draft_tokens(args.num_draft_tokens)
+    length, cost_aware = parse_draft_tokens(args.num_draft_tokens, args.adaptive)
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens,
         sampling=SamplingConfig(args.temperature, args.top_k, args.top_p),
@@ -204,15 +211,19 @@ def cmd_generate(args) -> int:
     draft = load_draft(args) if method == "draft" else None
     prompt_ids = encode_prompt(tokenizer, text, chat=args.chat)
     cost = None
-    if config.draft.cost_aware:
+    if config.draft.cost_aware and method != REFERENCE:
         cost = timing.cost(load_profile(args, target, draft, options, progress=True), method, prompt_kind(args.chat))
     engine = SpeculativeEngine(target, build_drafter(method, target, draft, options), eos_token_ids(tokenizer, target),
-                               cost)
+                               cost, method)
     result = run(engine, method, prompt_ids, config)
+    row = compare([result], [], tree=is_tree(method), cost=cost)  # one run, no reference: no speedup measured
     out_text = tokenizer.decode(result.token_ids, skip_special_tokens=True)
     if args.json:
         print(json.dumps({
             "method": method,
+            "row": row.to_dict(),
+            "num_draft_tokens": config.draft.label,  # "auto": the cost-aware length; else the fixed γ
+            "draft_length": config.draft.kind,
             "text": out_text,
             "token_ids": result.token_ids,
             "rounds": [r.to_dict() for r in result.rounds],
@@ -222,13 +233,13 @@ def cmd_generate(args) -> int:
             "target_repr_note": target.representation_note,
         }))
     else:
-        s = result.stats
-        alpha = "n/a" if s.acceptance_rate is None else f"{s.acceptance_rate:.2f}"
+        alpha = "n/a" if row.alpha is None else f"{row.alpha:.2f}"
+        gamma = "auto (cost-aware)" if config.draft.cost_aware else config.draft.num_draft_tokens
         print(out_text)
-        print(f"\n[{method}] {s.new_tokens} tokens in {s.wall_seconds:.2f}s ({s.tokens_per_second:.2f} tok/s decoding), "
-              f"alpha {alpha}, tau {s.mean_tokens_per_round:.2f}, {s.target_forwards} target forwards, "
-              f"draft {s.draft_seconds:.2f}s / verify {s.verify_seconds:.2f}s / prompt {s.prefill_seconds:.2f}s; "
-              f"target {describe(target)}", file=sys.stderr)
+        print(f"\n[{method}] {row.tokens} tokens in {row.seconds:.2f}s ({row.decode_tokens_per_second or 0:.2f} tok/s "
+              f"decoding), alpha {alpha}, tau {row.tau:.2f}, {result.stats.target_forwards} target forwards, "
+              f"draft {row.draft_seconds:.2f}s / verify {row.verify_seconds:.2f}s / prompt {row.prefill_seconds:.2f}s; "
+              f"γ {gamma}; target {describe(target)}", file=sys.stderr)
     return 0
 
 
@@ -277,9 +288,12 @@ def cmd_bench(args) -> int:
         "target_repr_note": target.representation_note, "device": str(target.device),
         "draft_repr": draft.representation if draft else None,
         "threads": torch.get_num_threads(), "memory": PeakMemory(target.device).kind,
-        "timing": "wall clock per call, prompt pass included; speedup = tokens/s over ar's, same run; "
-                  "decode_speedup excludes prompt passes; predicted_speedup = E[tokens/round] x T(1) / "
-                  "(nodes x T_draft + T(nodes+1)) from the profile and this run's per-position acceptance",
+        "num_draft_tokens": config.draft.label,  # "auto": the cost-aware length (the default); else the fixed γ
+        "draft_length": config.draft.kind,
+        "timing": "wall clock per call, prompt pass included; end_to_end_speedup = end-to-end tokens/s over ar's, "
+                  "same run; decode_speedup excludes prompt passes; predicted_speedup = E[tokens/round] x T(1) / "
+                  "(nodes x T_draft + T(nodes+1)) from the profile and this run's per-position acceptance (a decode "
+                  "speedup)",
         "profile": profile.to_dict(),
         "resumed_prompts": resumed,  # read back from --resume, timed by an earlier process
         "hf_settings": {m: hf_settings(m, config, options.lookup) for m in methods if m.startswith("hf-")},
@@ -299,16 +313,21 @@ def cmd_bench(args) -> int:
         print(category_table(cats))
     for line in peer_lines(rows):
         print(line)
-    for r in rows:
-        for m in r.mismatches:
-            print(f"MISMATCH {r.method}: {m}")
+    for method, found in our_mismatches(rows).items():
+        for m in found:
+            print(f"MISMATCH {method}: {m}")
+    for method, found in peer_mismatches(rows).items():
+        for m in found:
+            print(f"PEER DIFFERS {method}: {m} (another library's output, not bit-exact with plain greedy decoding: "
+                  "a finding about it, not a failure of this engine)")
     if args.check_exact is not None:
-        compared = sum(r.compared for r in rows)
-        wrong = sum(r.mismatch_count for r in rows)
+        ours = [r for r in rows if not r.peer]
+        compared = sum(r.compared for r in ours)
+        wrong = sum(r.mismatch_count for r in ours)
         print(f"exactness: {wrong} mismatches in {compared} method × prompt comparisons "
               f"({len(prompts)} prompts × {len(methods) - 1} methods, target {describe(target)})")
     print(f"\nwrote {args.json}" + (f" and {args.plot}" if args.plot else ""), file=sys.stderr)
-    return 1 if any(r.mismatches for r in rows) else 0
+    return 1 if our_mismatches(rows) else 0
 
 
 def load_profile(args, target, draft, options, progress: bool, refresh: bool = False):

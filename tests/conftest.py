@@ -67,8 +67,6 @@ class ScriptedDrafter(Stateless):
     """Proposes the reference continuation, right for its first `right` tokens and wrong after (right=None: always
     right; right=0: always wrong). Deterministic (no q)."""
 
-    source = "draft"
-
     def __init__(self, prompt: list[int], reference: list[int], vocab_size: int, right: int | None):
         self.full = prompt + reference
         self.vocab_size = vocab_size

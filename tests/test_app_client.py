@@ -36,7 +36,7 @@ def test_race_endpoint_matches_the_engine(app_server):
     models = _load(TINY, "")
     ids = encode_prompt(models.tokenizer, prompt)
     config = GenerationConfig(max_new_tokens=16, draft=DraftConfig(num_draft_tokens=3))
-    direct = run(SpeculativeEngine(models.target, build_drafter("lookup", models.target), models.eos), "lookup", ids,
+    direct = run(SpeculativeEngine(models.target, build_drafter("lookup", models.target), models.eos, method="lookup"), "lookup", ids,
                  config)
     spec = summary["speculative"]
     assert spec["token_ids"] == direct.token_ids == summary["autoregressive"]["token_ids"]

@@ -18,6 +18,7 @@ from specdec_core.core.engine import SpeculativeEngine
 from specdec_core.core.metrics import compute_stats, speedup_bound
 from specdec_core.core.session import run
 from specdec_core.core.trace import Round
+from specdec_core.methods.registry import REGISTRY
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def tiny_models(target, draft_model):
 
 def make_round(**kw) -> Round:
     base = dict(index=0, num_draft_requested=3, drafted=[1, 2, 3], q_draft=[0.9, 0.8, 0.7], p_target=[0.95, 0.1, 0.3],
-                uniforms=[], num_accepted=1, next_token=4, next_p=0.6, emitted=[1, 4], sources=["draft", "target"],
+                uniforms=[], num_accepted=1, next_token=4, next_p=0.6, emitted=[1, 4], sources=["draft", "correction"],
                 draft_seconds=0.1, verify_seconds=0.2, outcomes=["accepted", "rejected", "unexamined"],
                 judged_p=[0.95, 0.1, None], node_uniforms=[None, None, None], next_kind="correction")
     return Round(**{**base, **kw})
@@ -36,7 +37,7 @@ def make_round(**kw) -> Round:
 def test_tokens_are_coloured_by_source_escaped_and_rejections_on_demand():
     r = make_round()
     pieces = round_pieces(r, Detokenizer(CharTokenizer()))
-    assert [p.source for p in pieces] == ["draft", "rejected", "rejected", "target"]
+    assert [p.source for p in pieces] == ["draft", "rejected", "rejected", "correction"]
     assert pieces[1].p_target == 0.1 and pieces[1].q_draft == 0.8 and pieces[2].p_target is None
     hidden = tokens_html(pieces)
     assert hidden.count('class="tok s-') == 2 and "s-rejected" not in hidden
@@ -86,7 +87,7 @@ def test_race_streams_both_runs_and_matches_the_engine(tiny_models, target, draf
     updates = [(first, status)] + list(stream)
     record = updates[-1][0]
     assert len(updates) == len(record.spec.rounds) + len(record.ar.rounds) + 2
-    direct = run(SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size)), "draft",
+    direct = run(SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size), method="draft"), "draft",
                  record.prompt_ids, request.config)
     assert record.spec.token_ids == direct.token_ids == record.ar.token_ids
     summary = record.summary()
@@ -115,7 +116,7 @@ def test_race_streams_both_runs_and_matches_the_engine(tiny_models, target, draf
 
 def test_step_view_walks_rounds_and_clamps(tiny_models, target, draft_model):
     config = GenerationConfig(max_new_tokens=12, sampling=SamplingConfig(temperature=1.0))
-    rounds = run(SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size)), "draft", PROMPT,
+    rounds = run(SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size), method="draft"), "draft", PROMPT,
                  config).rounds
     label = tiny_models.tokenizer.decode
     html, left, right, index = step_view(rounds, 99, lambda t: label([t]), greedy=False)
@@ -225,8 +226,9 @@ def test_two_concurrent_races_share_drafters_not_state(target, draft_model, meth
 
 def test_race_and_bench_compare_through_one_model(tiny_models, target):
     """The race's summary and the bench's row for the same two runs give the same speedup, α, τ, mean γ, c and
-    prediction: both call metrics.compare."""
-    from specdec_core.bench.aggregate import RunRecord, summarise
+    prediction: both format one Row (core/run.compare)."""
+    from specdec_core.bench.aggregate import summarise
+    from specdec_core.core.run import Run
     from specdec_core.backends.profile import Profile
 
     profile = Profile(device="cpu", isa="AVX2", torch="x", model="m", target_repr="r", draft_repr="d",
@@ -236,7 +238,7 @@ def test_race_and_bench_compare_through_one_model(tiny_models, target):
     request = race.parse_request("ABCDEFGHABCDE", "draft", 3, False, 0, 1, 0, 20, False)
     record = list(race.run_race(tiny_models, request, profile))[-1][0]
     sm = record.summary()
-    runs = [RunRecord(m, "p", 0, view.token_ids, 1.0, 1.0, 1.0, compute_stats(view.rounds).to_dict())
+    runs = [Run.of(m, record.prompt_ids, view.rounds, seconds=1.0, prompt_id="p")
             for m, view in (("ar", record.ar), ("draft", record.spec))]
     row = {r.method: r for r in summarise(runs, greedy=True, profile=profile)}["draft"]
     assert row.decode_speedup == pytest.approx(sm["speedup"]) and row.alpha == sm["speculative"]["acceptance_rate"]
@@ -245,7 +247,9 @@ def test_race_and_bench_compare_through_one_model(tiny_models, target):
         sm["predicted_speedup"])
     assert sm["mean_draft_tokens"] == pytest.approx(sum(r.num_drafted for r in record.spec.rounds)
                                                     / len(record.spec.rounds))
-    assert sm["end_to_end_speedup"] is not None
+    assert sm["end_to_end_speedup"] == pytest.approx(record.row().end_to_end_speedup) is not None
+    assert sm["row"]["decode_speedup"] == sm["decode_speedup"] == sm["speedup"] and sm["row"]["tree"] is False
+    assert sm["num_draft_tokens"] == 3 and sm["draft_length"] == "fixed"
 
 
 def test_compare_runs_every_method_after_ar_and_survives_a_failing_one(tiny_models):
@@ -260,12 +264,16 @@ def test_compare_runs_every_method_after_ar_and_survives_a_failing_one(tiny_mode
     assert medusa.error and "Medusa heads" in medusa.error and not medusa.rounds  # the tiny target has none
     rows = {r["method"]: r for r in state.summary()["methods"]}
     for m in ("draft", "lookup", "layerskip"):
-        assert rows[m]["identical"] is True and rows[m]["speedup"] > 0
-    assert rows["ar"]["speedup"] == 1.0 and rows["medusa"]["error"]
+        assert rows[m]["identical"] is True and rows[m]["decode_speedup"] > 0
+    assert rows["ar"]["decode_speedup"] == 1.0 and rows["medusa"]["error"]
     table = compare.table_html(state)
     assert "failed:" in table and table.count("<tr>") == 5  # header + ar + three that ran
     assert compare.outputs_html(state).count("cmp-row") == 5 and len(compare.figure(state).data) == 4
-    assert "Fastest here" in compare.verdict_html(state) or "Plain decoding was fastest" in compare.verdict_html(state)
+    best = compare.Comparing.fastest(list(rows.values()))
+    if best["method"] != "ar" and best["decode_speedup"] > 1.0:  # the verdict names the fastest that matched ar
+        assert f"Fastest here: {REGISTRY[best['method']].label}, {best['decode_speedup']:.2f}×" in compare.verdict_html(state)
+    else:
+        assert "Plain decoding was fastest" in compare.verdict_html(state)
     json_path, html_path = compare.downloads(state)
     assert '"methods"' in open(json_path).read() and "plotly" in open(html_path).read()
     with pytest.raises(ConfigError, match="at least one method"):
@@ -289,7 +297,7 @@ def test_compare_on_a_suite_runs_each_category_and_pools(tiny_models):
         assert all(x.token_ids == it.lanes[0].token_ids for x in it.lanes)
     pooled = {r["method"]: r for r in state.summary()["methods"]}
     assert pooled["draft"]["tokens"] == sum(cats[c]["draft"]["tokens"] for c in cats) > 0
-    assert pooled["draft"]["identical"] is True and pooled["ar"]["speedup"] == 1.0
+    assert pooled["draft"]["identical"] is True and pooled["ar"]["decode_speedup"] == 1.0
     fig = compare.category_plot(state)
     assert [t.name for t in fig.data] == ["draft", "lookup"] and list(fig.data[0].x) == list(cats)
     assert "pooled over 6 prompts" in compare.table_html(state)

@@ -5,12 +5,15 @@ import json
 
 import pytest
 
-from specdec_core.bench.aggregate import RunRecord, find_mismatches, summarise
+from specdec_core.bench.aggregate import find_mismatches, our_mismatches, peer_mismatches, summarise
+from specdec_core.core.metrics import Stats
+from specdec_core.core.run import Run
 from specdec_core.bench.prompts import parse_jsonl, suite
 from specdec_core.bench.report import peer_lines, table, to_json, write_plot
 from specdec_core.bench.runner import parse_methods
 from specdec_core.core.config import ConfigError
 from specdec_core.core.metrics import speedup_bound
+from specdec_core.methods.registry import METHODS, REGISTRY
 
 
 def test_parse_jsonl_reads_prompts_ids_and_chat():
@@ -77,6 +80,12 @@ def stats(tokens, rounds, drafted, accepted, draft_s, verify_s):
             "tokens_per_second": tokens / (draft_s + verify_s)}
 
 
+def RunRecord(method, prompt, repeat, tokens, seconds, forward, rss, st=None):
+    """A bench Run from the numbers these tests vary (its Stats as the bench's JSON stores them)."""
+    return Run(method, [], tokens, seconds, Stats.from_dict(st) if st else None, prompt_id=prompt, repeat=repeat,
+               forward_seconds=forward, peak_rss_mb=rss)
+
+
 def records():
     out = []
     for prompt in ("p0", "p1"):
@@ -90,8 +99,8 @@ def records():
 def test_summary_aggregates_over_prompts_and_applies_the_bound():
     rows = {r.method: r for r in summarise(records(), greedy=True)}
     ar, draft, hf = rows["ar"], rows["draft"], rows["hf-assisted"]
-    assert (ar.tokens, ar.tokens_per_second, ar.speedup, ar.alpha, ar.tau) == (8, 1.0, 1.0, None, 1.0)
-    assert draft.tokens_per_second == 2.0 and draft.speedup == 2.0
+    assert (ar.tokens, ar.end_to_end_tokens_per_second, ar.end_to_end_speedup, ar.alpha, ar.tau) == (8, 1.0, 1.0, None, 1.0)
+    assert draft.end_to_end_tokens_per_second == 2.0 and draft.end_to_end_speedup == 2.0
     assert draft.alpha == pytest.approx(4 / 12) and draft.tau == 2.0
     c = (1.2 / 12) / (2.6 / 4)
     assert draft.cost_ratio == pytest.approx(c)
@@ -99,16 +108,28 @@ def test_summary_aggregates_over_prompts_and_applies_the_bound():
     v = (2.6 / 4) / (7.8 / 8)  # a verify forward vs one plain step
     assert draft.bound_with_verify == pytest.approx((1 - (1 / 3) ** 4) / (1 - 1 / 3) / (3 * c + v))
     assert draft.overhead == pytest.approx(1 - 3.8 / 4.0) and draft.peak_rss_mb == 1200.0
-    assert hf.alpha is None and hf.bound is None and hf.speedup == pytest.approx(1.6)
+    assert hf.alpha is None and hf.bound is None and hf.end_to_end_speedup == pytest.approx(1.6)
     assert hf.mismatches == ["p1 (repeat 0): differs at token 2"] and draft.mismatches == []
+    assert hf.peer and not draft.peer and hf.identical is False and hf.first_difference == 2 and draft.identical
     assert summarise(records(), greedy=False)[2].mismatches == []  # sampled outputs may differ
 
 
-def test_mismatch_on_length_and_tree_has_no_bound():
-    recs = records()[:2] + [RunRecord("medusa-tree", "p0", 0, [1, 2, 3], 1.0, 1.0, 1.0, stats(3, 1, 5, 2, 0.1, 0.9))]
-    assert find_mismatches(recs)["medusa-tree"] == ["p0 (repeat 0): differs at token 3"]
-    tree = summarise(recs, greedy=True)[-1]
-    assert tree.bound is None and tree.alpha == pytest.approx(0.4)
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "ar"])
+def test_mismatch_on_length_and_only_chains_get_the_chain_bound(method):
+    """Every tree method in the registry (medusa-tree, eagle-tree) gets no chain bound; every chain gets one."""
+    recs = records()[:1] + [RunRecord(method, "p0", 0, [1, 2, 3], 1.0, 1.0, 1.0, stats(3, 1, 5, 2, 0.1, 0.9))]
+    assert find_mismatches(recs)[method] == ["p0 (repeat 0): differs at token 3"]
+    row = summarise(recs, greedy=True)[-1]
+    assert row.tree == REGISTRY[method].tree and (row.bound is None) == row.tree and row.alpha == pytest.approx(0.4)
+
+
+def test_a_peer_that_differs_is_a_finding_and_ours_a_failure():
+    rows = summarise(records(), greedy=True)
+    assert peer_mismatches(rows) == {"hf-assisted": ["p1 (repeat 0): differs at token 2"]} and our_mismatches(rows) == {}
+    wrong = records() + [RunRecord("lookup", "p0", 0, [1, 2, 3, 5], 1.0, 1.0, 1.0, stats(4, 2, 2, 1, 0.0, 1.0))]
+    assert our_mismatches(summarise(wrong, greedy=True)) == {"lookup": ["p0 (repeat 0): differs at token 3"]}
+    assert "differs (peer, not bit-exact) 1 of 2" in table(rows)
+    assert to_json({"command": "x"}, rows, records())["peer_mismatches"] == peer_mismatches(rows)
 
 
 def test_reports(tmp_path):
@@ -116,7 +137,7 @@ def test_reports(tmp_path):
     text = table(rows)
     lines = text.splitlines()
     assert len(lines) == 2 + 3 and lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
-    assert "| draft | 8 | 2.00 | 2.00× |" in text and "✗ 1" in lines[4]
+    assert "| draft | 8 | 2.00 | 2.00× |" in text and "differs (peer, not bit-exact) 1 of 2" in lines[4]
     assert peer_lines(rows) == ["draft vs hf-assisted: 1.25×"]
     data = json.loads(json.dumps(to_json({"command": "x"}, rows, records())))
     assert data["summary"][1]["method"] == "draft" and len(data["runs"]) == 6
@@ -158,7 +179,7 @@ def test_llamacpp_rows_are_timed_and_labelled_never_compared():
     recs = records()[:2] + [RunRecord("llamacpp-ar", p, 0, [7, 7, 7, 7], 0.5, 0.5, 900.0) for p in ("p0", "p1")]
     rows = {r.method: r for r in summarise(recs, greedy=True)}
     assert rows["llamacpp-ar"].mismatches == [] and rows["llamacpp-ar"].compared == 0
-    assert rows["llamacpp-ar"].tokens_per_second == 8.0
+    assert rows["llamacpp-ar"].end_to_end_tokens_per_second == 8.0
     text = table(list(rows.values()))
     assert "| llamacpp-ar | 8 | 8.00 |" in text and "other weights" in text
     assert "ar vs llamacpp-ar: 0.12×" in peer_lines(list(rows.values()))
@@ -203,11 +224,11 @@ def test_results_by_category():
     chat = {r.method: r for r in cats["chat"]}
     assert chat["draft"].tau == 2.0 and chat["ar"].tau == 1.0 and chat["draft"].alpha == 0.5
     code = {r.method: r for r in cats["code"]}
-    assert code["draft"].speedup == 2.0
+    assert code["draft"].end_to_end_speedup == 2.0
     text = category_table(cats)
     assert "| chat | draft |" in text and "| code | hf-assisted |" in text
     data = to_json({"command": "x"}, summarise(recs, greedy=True), recs, cats)
-    assert data["by_category"]["code"]["draft"]["speedup"] == 2.0 and "tau" in data["by_category"]["chat"]["ar"]
+    assert data["by_category"]["code"]["draft"]["end_to_end_speedup"] == 2.0 and "tau" in data["by_category"]["chat"]["ar"]
 
 
 def test_a_conversation_runs_turn_by_turn_after_its_own_answers(target, draft_model):

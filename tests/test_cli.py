@@ -55,12 +55,31 @@ def test_bad_arguments_exit_nonzero_with_one_line(args, reason):
     assert "Traceback" not in proc.stderr
 
 
+def test_the_cost_aware_length_is_the_default_and_a_fixed_one_is_asked_for():
+    from specdec_core.cli import build_parser, parse_run_args
+
+    def draft(*flags):
+        args = build_parser().parse_args(["generate", "--prompt", "x", *flags])
+        return parse_run_args(args)[0].draft
+
+    assert draft().cost_aware and draft().label == "auto" and draft("--num-draft-tokens", "auto").cost_aware
+    assert (draft("--num-draft-tokens", "3").label, draft("--num-draft-tokens", "3").kind) == (3, "fixed")
+    adaptive = draft("--adaptive")  # adapts from the default fixed length
+    assert adaptive.kind == "adaptive" and adaptive.num_draft_tokens == 5 and not adaptive.cost_aware
+    for command in ("bench", "selfcheck"):
+        extra = ["--suite", "humaneval"] if command == "bench" else []
+        args = build_parser().parse_args([command, *extra])
+        assert parse_run_args(args)[0].draft.cost_aware
+
+
 @pytest.mark.embedded
 def test_generate_json_on_embedded_pair():
     proc = cli("generate", "--method", "draft", "--prompt", "def add(a, b):\n", "--max-new-tokens", "8", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert set(out) >= {"text", "token_ids", "rounds", "stats"}
+    assert set(out) >= {"text", "token_ids", "rounds", "stats", "row"}
+    assert out["num_draft_tokens"] == "auto" and out["draft_length"] == "cost-aware"  # the default, as on the page
+    assert out["row"]["method"] == "draft" and out["row"]["tokens"] == 8 and out["row"]["decode_speedup"] is None
     assert len(out["token_ids"]) == 8 == sum(len(r["emitted"]) for r in out["rounds"])
     assert "return" in out["text"]
     stats = out["stats"]

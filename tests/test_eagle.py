@@ -33,8 +33,6 @@ def test_engine_hands_every_committed_feature_to_the_drafter(target):
     seen = []
 
     class Spy:
-        source = "draft"
-
         def start(self):
             return None
 
@@ -43,7 +41,7 @@ def test_engine_hands_every_committed_feature_to_the_drafter(target):
             from specdec_core.core.drafter import Draft
             return Draft.empty()
 
-    list(SpeculativeEngine(target, Spy()).generate(PROMPT, GenerationConfig(max_new_tokens=5)))
+    list(SpeculativeEngine(target, Spy(), method="spy").generate(PROMPT, GenerationConfig(max_new_tokens=5)))
     for tokens, rows in seen:
         truth = target.forward(tokens[:-1], new_cache()).hidden
         assert rows.shape == truth.shape and torch.allclose(rows, truth, atol=1e-4)
@@ -78,7 +76,7 @@ def test_head_file_round_trips_and_refuses_another_target(target, tmp_path):
     for w in rounded.parameters():
         w.data = w.data.bfloat16().float()
     assert torch.allclose(again(x, x, pos), rounded(x, x, pos), atol=1e-5)
-    assert EagleDrafter(target, again).source == "eagle"
+    assert EagleDrafter(target, again).tree is None  # a chain unless given a tree shape
     other = tiny_model(seed=1, hidden_size=32)
     with pytest.raises(ConfigError, match="belong to"):
         eagle_drafter(other, EagleConfig(heads=str(path)), tree=False)
@@ -90,7 +88,7 @@ def test_eagle_drafts_from_the_first_round_and_tree_respects_its_budget(target):
     """The prompt pass's features let the head draft in round 0; a tree keeps at most `nodes`, parents first."""
     head = cached_eagle_head(target)
     for tree in (None, EagleTree(6, 3)):
-        engine = SpeculativeEngine(target, EagleDrafter(target, head, tree))
+        engine = SpeculativeEngine(target, EagleDrafter(target, head, tree), method="eagle-tree" if tree else "eagle")
         rounds = list(engine.generate(PROMPT, GenerationConfig(max_new_tokens=12, draft=DraftConfig(4))))
         assert rounds[0].num_drafted > 0
         for r in rounds:
@@ -174,7 +172,8 @@ def test_batched_self_answers_are_each_prompts_own_greedy_answer_and_resume(tmp_
     """Left-padded batches answer as each prompt alone would (float32 tiny model, the embedded tokenizer)."""
     from transformers import AutoTokenizer
 
-    from specdec_core.backends.models import DEFAULT_TARGET, embedded_dir
+    from specdec_core.backends.models import embedded_dir
+    from specdec_core.settings import DEFAULT_TARGET
     from specdec_core.train.answers import done_ids, generate
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_dir(DEFAULT_TARGET))

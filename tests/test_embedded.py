@@ -10,7 +10,7 @@ import torch
 from specdec_core.core.config import DraftConfig, GenerationConfig
 from specdec_core.core.engine import SpeculativeEngine
 from specdec_core.backends import exact
-from specdec_core.backends.models import DEFAULT_DRAFT, DEFAULT_TARGET
+from specdec_core.settings import DEFAULT_DRAFT, DEFAULT_TARGET
 from specdec_core.backends.quantize import load_int8
 from specdec_core.backends.representation import load_target, offered
 from specdec_core.methods.registry import METHODS, build_drafter
@@ -46,7 +46,7 @@ def test_embedded_greedy_equality_every_method(pair, prompt_name):
     prompt = encode_prompt(tokenizer, PROMPTS[prompt_name](), chat=prompt_name.endswith("chat"))
     eos = eos_token_ids(tokenizer, target)
     config = GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=4))
-    results = {m: run(SpeculativeEngine(target, build_drafter(m, target, draft), eos), m, prompt, config)
+    results = {m: run(SpeculativeEngine(target, build_drafter(m, target, draft), eos, method=m), m, prompt, config)
                for m in METHODS}  # every registered method: the shipped Medusa and EAGLE heads included (a missing
     # head file is an error here: the embedded target ships with all of them)
     reference = results["ar"].token_ids
@@ -65,7 +65,7 @@ def test_embedded_medusa_tree_verifies_real_trees(pair):
     prompt = encode_prompt(tokenizer, humaneval_prompt("HumanEval/2"))
     eos = eos_token_ids(tokenizer, target)
     config = GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=4))
-    tree = run(SpeculativeEngine(target, build_drafter("medusa-tree", target, draft), eos), "t", prompt, config)
+    tree = run(SpeculativeEngine(target, build_drafter("medusa-tree", target, draft), eos, method="medusa-tree"), "t", prompt, config)
     ar = run(SpeculativeEngine(target, None, eos), "ar", prompt, config)
     assert tree.token_ids == ar.token_ids
     rounds = [r for r in tree.rounds if r.parents]

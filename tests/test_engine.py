@@ -23,7 +23,7 @@ N = 40
 @pytest.mark.parametrize("name", DRAFTERS)
 def test_greedy_matches_plain_greedy(name, num_draft_tokens, adaptive, target, draft_model):
     reference = greedy_reference(target, PROMPT, N)
-    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model))
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), method=name)
     config = GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=num_draft_tokens, adaptive=adaptive))
     result = run(engine, name, PROMPT, config)
     assert result.token_ids == reference
@@ -52,7 +52,7 @@ def test_one_prompt_pass_serves_every_run(target, draft_model):
     prefix = SpeculativeEngine(target).prefill(PROMPT)
     before = [(layer.keys.clone(), layer.values.clone()) for layer in prefix.cache.layers]
     for name in DRAFTERS:
-        engine = SpeculativeEngine(target, make_drafter(name, target, draft_model))
+        engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), method=name)
         rounds = list(engine.generate(PROMPT, config, prefix))
         assert [t for r in rounds for t in r.emitted] == reference, name
         assert rounds[0].prefill_seconds == prefix.seconds > 0
@@ -66,7 +66,7 @@ def test_one_prompt_pass_serves_every_run(target, draft_model):
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 3, 7])
 def test_max_new_tokens_reached_mid_round(name, max_new_tokens, target, draft_model):
     reference = greedy_reference(target, PROMPT, max_new_tokens)
-    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model))
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), method=name)
     config = GenerationConfig(max_new_tokens=max_new_tokens, draft=DraftConfig(num_draft_tokens=5))
     result = run(engine, name, PROMPT, config)
     assert result.token_ids == reference
@@ -78,7 +78,7 @@ def test_eos_inside_a_draft_stops_exactly(name, target, draft_model):
     reference = greedy_reference(target, PROMPT, N)
     eos = reference[6]  # a token the target emits mid-stream
     expected = reference[: reference.index(eos) + 1]
-    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), eos_token_ids=(eos,))
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), eos_token_ids=(eos,), method=name)
     result = run(engine, name, PROMPT, GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=8)))
     assert result.token_ids == expected
     assert result.rounds[-1].finished == "eos"
@@ -89,7 +89,7 @@ def test_context_limit_is_respected(name, target, draft_model):
     limit = target.max_positions
     prompt = (PROMPT * 100)[: limit - 5]
     reference = greedy_reference(target, prompt, 5)
-    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model, prompt=prompt))
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model, prompt=prompt), method=name)
     result = run(engine, name, prompt, GenerationConfig(max_new_tokens=50, draft=DraftConfig(num_draft_tokens=4)))
     assert result.token_ids == reference
     assert result.rounds[-1].finished == "context"
@@ -109,7 +109,7 @@ def test_bad_inputs_raise_clear_errors(target):
 
 
 def test_trace_records_probabilities_and_sources(target, draft_model):
-    engine = SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size))
+    engine = SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size), method="draft")
     result = run(engine, "draft", PROMPT, GenerationConfig(max_new_tokens=20, sampling=SamplingConfig(temperature=1.0)))
     for r in result.rounds:
         assert len(r.q_draft) == len(r.p_target) == len(r.drafted)
@@ -125,7 +125,7 @@ def test_trace_records_probabilities_and_sources(target, draft_model):
 
 def test_same_seed_same_sample_and_seed_zero_is_a_seed(target, draft_model):
     def sample(seed):
-        engine = SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size))
+        engine = SpeculativeEngine(target, DraftModelDrafter(draft_model, target.vocab_size), method="draft")
         config = GenerationConfig(max_new_tokens=15, seed=seed, sampling=SamplingConfig(temperature=1.0))
         return run(engine, "draft", PROMPT, config).token_ids
 
@@ -143,7 +143,7 @@ def test_sampling_first_token_matches_target_distribution(name, target, draft_mo
     sampling = SamplingConfig(temperature=1.0, top_k=6)
     prompt = PROMPT[:-1] + [PROMPT[-3]]  # ends in a repeated bigram so lookup proposes too
     drafter = make_drafter(name, target, draft_model)
-    engine = SpeculativeEngine(target, drafter)
+    engine = SpeculativeEngine(target, drafter, method=name)
     n, seen = 3000, []
     for seed in range(n):
         before: list[int] = []
@@ -170,7 +170,7 @@ def test_trace_records_each_nodes_outcome(name, temperature, target, draft_model
     a chain has at most one rejection and nothing judged after it, every judged node has the p it was judged with
     (and a u when sampling), and the target's own token is named correction, bonus or plain."""
     config = GenerationConfig(max_new_tokens=24, sampling=SamplingConfig(temperature=temperature))
-    result = run(SpeculativeEngine(target, make_drafter(name, target, draft_model)), name, PROMPT, config)
+    result = run(SpeculativeEngine(target, make_drafter(name, target, draft_model), method=name), name, PROMPT, config)
     for r in result.rounds:
         k = len(r.drafted)
         assert len(r.outcomes) == len(r.judged_p) == len(r.node_uniforms) == k
@@ -186,7 +186,7 @@ def test_trace_records_each_nodes_outcome(name, temperature, target, draft_model
             assert "unexamined" not in r.outcomes
         assert (r.next_kind == "plain") == (k == 0)
         if len(r.emitted) > r.num_accepted and k:  # the target's token was committed: its source says the same
-            assert r.sources[r.num_accepted] == ("bonus" if r.next_kind == "bonus" else "target")
+            assert r.sources[r.num_accepted] == ("bonus" if r.next_kind == "bonus" else "correction")
         assert r.residual_drawn == (temperature > 0 and r.next_kind == "correction")
 
 
@@ -197,10 +197,10 @@ def test_cost_aware_length_is_a_trees_node_budget(target, draft_model):
 
     config = GenerationConfig(max_new_tokens=20, draft=DraftConfig(num_draft_tokens=2, cost_aware=True))
     steep = Cost(lambda n: 100.0 * n, 0.5)  # each verified token costs a full step: small trees
-    rounds = run(SpeculativeEngine(target, make_drafter("medusa-tree", target, draft_model), (), steep), "medusa-tree",
+    rounds = run(SpeculativeEngine(target, make_drafter("medusa-tree", target, draft_model), (), steep, method="medusa-tree"), "medusa-tree",
                  PROMPT, config).rounds
     assert all(r.num_drafted <= max(r.num_draft_requested, 0) for r in rounds)
-    fixed = run(SpeculativeEngine(target, make_drafter("medusa-tree", target, draft_model)), "medusa-tree", PROMPT,
+    fixed = run(SpeculativeEngine(target, make_drafter("medusa-tree", target, draft_model), method="medusa-tree"), "medusa-tree", PROMPT,
                 GenerationConfig(max_new_tokens=20, draft=DraftConfig(num_draft_tokens=2))).rounds
     assert max(r.num_drafted for r in fixed) == 8  # conftest's TreeShape(8, 3), whatever the length
     assert [t for r in rounds for t in r.emitted] == [t for r in fixed for t in r.emitted] == \
@@ -224,6 +224,6 @@ def test_int4_draft_keeps_greedy_output_and_its_layers_track_bf16(target):
     draft = int4_weight_only(LanguageModel(dense, "tiny-bf16"))
     assert "int4" in draft.representation and isinstance(draft.lm_head, Int4WeightOnlyLinear)
     config = GenerationConfig(max_new_tokens=N, draft=DraftConfig(num_draft_tokens=4))
-    result = run(SpeculativeEngine(target, DraftModelDrafter(draft, target.vocab_size)), "draft", PROMPT, config)
+    result = run(SpeculativeEngine(target, DraftModelDrafter(draft, target.vocab_size), method="draft"), "draft", PROMPT, config)
     assert result.token_ids == greedy_reference(target, PROMPT, N)
     assert result.stats.accepted > 0

@@ -123,7 +123,7 @@ def test_bf16_greedy_equality_every_drafter(name):
                                                                    confidence_threshold=0.0))
     reference = run(SpeculativeEngine(target), "ar", PROMPT, config).token_ids
     drafter = make_drafter(name, target, perturbed_copy(target), PROMPT, 40)
-    assert run(SpeculativeEngine(target, drafter), name, PROMPT, config).token_ids == reference
+    assert run(SpeculativeEngine(target, drafter, method=name), name, PROMPT, config).token_ids == reference
 
 
 def test_representation_names_are_checked():
@@ -165,7 +165,7 @@ def test_near_ties_are_flagged_only_on_a_target_that_is_not_bit_exact():
         gaps.append(float(top2[0] - top2[1]))
     target.rounding = sorted(gaps)[len(gaps) // 2] / 2  # about half the choices become near-ties
     expected = [i for i, g in enumerate(gaps) if g <= 2 * target.rounding]
-    for engine in (SpeculativeEngine(target), SpeculativeEngine(target, drafter)):
+    for engine in (SpeculativeEngine(target), SpeculativeEngine(target, drafter, method="draft")):
         result = run(engine, "x", PROMPT, config)
         assert result.token_ids == plain.token_ids
         assert compute_stats(result.rounds).near_ties == expected and 0 < len(expected) < len(gaps)

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from specdec_core.core.config import ConfigError, EagleConfig, MedusaConfig
+from specdec_core.core.config import ConfigError, EagleConfig, GenerationConfig, MedusaConfig
 from specdec_core.methods.registry import METHODS, REGISTRY, MethodOptions, build_drafter, parse_method, readme_table
 
-from conftest import cached_eagle_head, tiny_medusa_heads  # noqa: E402
+from conftest import PROMPT, cached_eagle_head, tiny_medusa_heads  # noqa: E402
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.trace import TARGET_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +23,10 @@ def test_every_method_builds_and_labels_its_tokens_with_its_name(name, target, d
     cached_eagle_head(target).save(head, {"for": "test"})
     options = MethodOptions(medusa=MedusaConfig(heads=str(heads)), eagle=EagleConfig(heads=str(head)))
     drafter = build_drafter(name, target, draft_model, options)
-    assert drafter.source == name
+    rounds = list(SpeculativeEngine(target, drafter, method=name).generate(PROMPT, GenerationConfig(max_new_tokens=12)))
+    accepted = [s for r in rounds for s in r.sources[: r.num_accepted]]
+    assert all(s == name for s in accepted) and all(r.sources[-1] in TARGET_KINDS for r in rounds if not r.finished)
+    assert {s for r in rounds for s in r.sources} <= {name, *TARGET_KINDS}
     spec = REGISTRY[name]
     assert spec.tree == name.endswith("-tree") and spec.colour.startswith("#")
 

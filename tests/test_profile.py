@@ -134,7 +134,7 @@ def test_cost_aware_greedy_equals_plain_greedy(name, target, draft_model):
 
     config = GenerationConfig(max_new_tokens=40, draft=DraftConfig(cost_aware=True))
     reference = run(SpeculativeEngine(target), "ar", PROMPT, config).token_ids
-    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), cost=Cost(lambda n: 100 + 5 * n, 10.0))
+    engine = SpeculativeEngine(target, make_drafter(name, target, draft_model), cost=Cost(lambda n: 100 + 5 * n, 10.0), method=name)
     result = run(engine, name, PROMPT, config)
     assert result.token_ids == reference
     assert len({r.num_draft_requested for r in result.rounds}) > 1 or name == "lookup"  # the length moved
@@ -174,7 +174,9 @@ def test_auto_times_each_representation_as_the_exact_target_runs_it():
     from specdec_core.backends.representation import choose_cpu
 
     choice = choose_cpu(tiny_model(seed=2).model)
-    assert choice.representation in ("bf16", "int8") and "1/6/16 rows" in choice.reason
+    assert "1/6/16 rows" in choice.reason and set(choice.ms) == {"bf16", "int8"}
+    assert all(len(ms) == 3 and min(ms) > 0 for ms in choice.ms.values())
+    assert choice.representation == min(choice.ms, key=lambda k: sum(choice.ms[k]))  # the one measured faster
 
 
 def test_priors_pool_the_runs_of_several_bench_files(tmp_path):

@@ -145,7 +145,7 @@ def test_missing_or_mismatched_heads_give_clear_errors(tmp_path, target):
     from specdec_core.core.config import ConfigError, MedusaConfig
     from specdec_core.methods.medusa import medusa_drafter
 
-    with pytest.raises(ConfigError, match="train_medusa"):
+    with pytest.raises(ConfigError, match=r"python -m specdec_core\.train\.medusa"):
         medusa_drafter(target, MedusaConfig(), tree=False)  # nothing ships for a tiny random model
     with pytest.raises(ConfigError, match="no Medusa heads"):
         medusa_drafter(target, MedusaConfig(heads=str(tmp_path / "nope.safetensors")), tree=True)

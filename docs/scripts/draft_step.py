@@ -7,7 +7,7 @@ import time
 import torch
 
 from specdec_core.core.kv import crop, new_cache
-from specdec_core.backends.models import DEFAULT_DRAFT
+from specdec_core.settings import DEFAULT_DRAFT
 from specdec_core.backends.quantize import load_int4, load_int8
 from specdec_core.backends.representation import isa
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from specdec_core.backends.lm import LanguageModel
-from specdec_core.settings import DEFAULT_DRAFT, DEFAULT_TARGET, cache_root
+from specdec_core.settings import cache_root
 
 CONVERTED_MARK = "specdec.json"  # written last: its presence means the conversion finished
 

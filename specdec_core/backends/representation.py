@@ -63,6 +63,7 @@ def isa() -> str:
 class Choice:
     representation: str
     reason: str  # one line: what was measured, or that it was asked for
+    ms: dict[str, list[float]] | None = None  # measured: representation -> ms per TIMED_ROWS
 
 
 def _time_ms(layers: dict[str, torch.nn.Module], rows: int, dtype: torch.dtype, reps: int = 9) -> dict[str, float]:
@@ -96,7 +97,8 @@ def choose_cpu(model: torch.nn.Module) -> Choice:
     best = min(ms, key=lambda k: sum(ms[k]))
     shown = "; ".join(f"{k} " + "/".join(f"{v:.2f}" for v in ms[k]) for k in ms)
     rows = "/".join(map(str, TIMED_ROWS))
-    return Choice(best, f"auto on {isa()}: one {layer.in_features}→{layer.out_features} layer, {rows} rows, ms: {shown}")
+    return Choice(best, f"auto on {isa()}: one {layer.in_features}→{layer.out_features} layer, {rows} rows, ms: {shown}",
+                  ms)
 
 
 @functools.lru_cache(maxsize=4)

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 from specdec_core.core.config import ConfigError
-from specdec_core.bench.aggregate import RunRecord
+from specdec_core.core.run import Run
 
 
 class Checkpoint:
     def __init__(self, path: Path, key: dict):
         self.path = Path(path)
         self.key = json.loads(json.dumps(key))  # normalised as it reads back (tuples -> lists)
-        self.done: dict[tuple[str, int], list[RunRecord]] = {}
+        self.done: dict[tuple[str, int], list[Run]] = {}
         if self.path.exists() and self.path.stat().st_size:
             self._read()
         else:
@@ -36,7 +36,7 @@ class Checkpoint:
         for line in lines[1:]:
             try:
                 row = json.loads(line)
-                records = [RunRecord(**r) for r in row["records"]]
+                records = [Run.from_dict(r) for r in row["records"]]
             except (json.JSONDecodeError, KeyError, TypeError):
                 break  # a line cut short when the run was killed: that prompt runs again
             self.done[(row["prompt_id"], row["repeat"])] = records
@@ -44,10 +44,10 @@ class Checkpoint:
         if len(kept) < len(lines) or not text.endswith("\n"):
             self.path.write_text("\n".join(kept) + "\n")  # drop the cut line, so appends start on a fresh one
 
-    def records(self, prompt_id: str, repeat: int) -> list[RunRecord] | None:
+    def records(self, prompt_id: str, repeat: int) -> list[Run] | None:
         return self.done.get((prompt_id, repeat))
 
-    def save(self, prompt_id: str, repeat: int, records: list[RunRecord]) -> None:
+    def save(self, prompt_id: str, repeat: int, records: list[Run]) -> None:
         self.done[(prompt_id, repeat)] = records
         row = {"prompt_id": prompt_id, "repeat": repeat, "records": [r.to_dict() for r in records]}
         with self.path.open("a") as f:

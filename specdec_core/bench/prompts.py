@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdec_core.core.config import ConfigError
+from specdec_core.settings import BENCH_DIR
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "bench"
 SUITES = ("humaneval", "summarise", "chat", "specbench-mini")
 
 
@@ -79,7 +79,7 @@ rag). All three shipped in assets/bench, written for this project."""
 
         prompts = [BenchPrompt(task, p["prompt"], category="code") for task, p in read_problems().items()]
     elif name in ("summarise", "chat", "specbench-mini"):
-        prompts = load_jsonl(ASSETS / f"{name}.jsonl")
+        prompts = load_jsonl(BENCH_DIR / f"{name}.jsonl")
     else:
         raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
     return select(prompts, limit=limit)

@@ -17,7 +17,7 @@ from specdec_core.core.engine import SpeculativeEngine
 from specdec_core.backends.lm import LanguageModel
 from specdec_core.methods.registry import METHODS, REGISTRY, MethodOptions, build_drafter
 from specdec_core.core.session import encode_conversation, encode_prompt, eos_token_ids, run
-from specdec_core.bench.aggregate import RunRecord
+from specdec_core.core.run import Run
 from specdec_core.bench.checkpoint import Checkpoint
 from specdec_core.backends.exact import fused
 from specdec_core.bench.hf import HF_METHODS, hf_generate
@@ -66,7 +66,7 @@ class ForwardTimer:
         self.cuda = device.type == "cuda"
         self._start: dict[int, float] = {}
         self._handles = []
-        for m in modules:
+        for m in {id(m): m for m in modules}.values():  # each module timed once
             self._handles.append(m.register_forward_pre_hook(self._pre))
             self._handles.append(m.register_forward_hook(self._post))
 
@@ -85,6 +85,12 @@ class ForwardTimer:
     def close(self) -> None:
         for h in self._handles:
             h.remove()
+
+
+def drafter_modules(drafter) -> list[torch.nn.Module]:
+    """The torch modules a drafter runs itself (Medusa heads, an EAGLE head and its embedding), so their time counts
+    as forward time, not engine overhead."""
+    return [m for m in vars(drafter).values() if isinstance(m, torch.nn.Module)]
 
 
 def compute_modules(lm: LanguageModel) -> list[torch.nn.Module]:
@@ -125,7 +131,7 @@ class PeakMemory:
 
 def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eos: tuple[int, ...],
              prompt_ids: list[int], config: BenchConfig, generation: GenerationConfig, memory: PeakMemory,
-             chat: bool = False) -> RunRecord:
+             chat: bool = False) -> Run:
     if method in LLAMACPP_METHODS:
         return run_llamacpp(method, target, eos, prompt_ids, generation, memory)
     models = [target] + ([draft] if draft is not None and method in NEEDS_DRAFT else [])
@@ -133,15 +139,15 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
     engine = None
     if method in METHODS:
         drafter = build_drafter(method, target, draft, config.options)
-        modules += [drafter.heads] if hasattr(drafter, "heads") else []
-        engine = SpeculativeEngine(target, drafter, eos, cost(config.profile, method, prompt_kind(chat)))
+        modules += drafter_modules(drafter)
+        engine = SpeculativeEngine(target, drafter, eos, cost(config.profile, method, prompt_kind(chat)), method)
     timer = ForwardTimer(modules, target.device, count=target.lm_head)
     memory.reset()
     try:
         t0 = time.perf_counter()
         if engine is not None:
             result = run(engine, method, prompt_ids, generation)
-            tokens, stats = result.token_ids, result.stats.to_dict()
+            tokens, stats = result.token_ids, result.stats  # the rounds are not kept: a bench holds many runs
         else:  # transformers' generate as a user runs it: same weights and representation, its stock attention
             with fused():
                 tokens = hf_generate(method, target, draft, prompt_ids, generation, eos, config.options.lookup)
@@ -151,21 +157,22 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
         seconds = time.perf_counter() - t0
     finally:
         timer.close()
-    return RunRecord(method, "", 0, tokens, seconds, timer.seconds, memory.read_mb(), stats, timer.calls)
+    return Run(method, list(prompt_ids), tokens, seconds, stats, forward_seconds=timer.seconds,
+               peak_rss_mb=memory.read_mb(), target_forwards=timer.calls)
 
 
 def run_llamacpp(method: str, target: LanguageModel, eos: tuple[int, ...], prompt_ids: list[int],
-                 generation: GenerationConfig, memory: PeakMemory) -> RunRecord:
+                 generation: GenerationConfig, memory: PeakMemory) -> Run:
     """llama.cpp on the target's GGUF, same prompt ids and threads; all its time counts as forward time."""
     memory.reset()
     t0 = time.perf_counter()
     tokens = llamacpp.generate(method, target.name, prompt_ids, generation, eos, torch.get_num_threads())
     seconds = time.perf_counter() - t0
-    return RunRecord(method, "", 0, tokens, seconds, seconds, memory.read_mb(), None, None)
+    return Run(method, list(prompt_ids), tokens, seconds, forward_seconds=seconds, peak_rss_mb=memory.read_mb())
 
 
 def run_turns(method: str, prompt: BenchPrompt, first_ids: list[int], tokenizer, target, draft, eos, config: BenchConfig,
-              memory: PeakMemory, repeat: int) -> list[RunRecord]:
+              memory: PeakMemory, repeat: int) -> list[Run]:
     """One record per turn: a later turn is asked after this method's own answers (Spec-Bench's multi-turn), each turn
     timed on its own; a one-turn prompt keeps its id, turn k of a conversation is `id#k`."""
     records, answers = [], []
@@ -181,7 +188,7 @@ def run_turns(method: str, prompt: BenchPrompt, first_ids: list[int], tokenizer,
 
 
 def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageModel, draft: LanguageModel | None,
-              tokenizer, progress: bool = True, checkpoint: Checkpoint | None = None) -> list[RunRecord]:
+              tokenizer, progress: bool = True, checkpoint: Checkpoint | None = None) -> list[Run]:
     """Every method on every prompt; with a checkpoint, prompts it holds are read back instead of run again."""
     if draft is None and any(m in NEEDS_DRAFT for m in config.methods):
         raise ConfigError("draft and hf-assisted need a draft model")
@@ -195,7 +202,7 @@ def run_bench(prompts: list[BenchPrompt], config: BenchConfig, target: LanguageM
         short = GenerationConfig(max_new_tokens=4, sampling=config.generation.sampling, draft=config.generation.draft)
         for method in config.methods:
             run_once(method, target, draft, eos, encoded[0], config, short, memory, prompts[0].chat)
-    records: list[RunRecord] = []
+    records: list[Run] = []
     n = len(config.methods)
     total = config.repeats * len(prompts) * n
     with tqdm(total=total, desc="bench", unit="run", disable=not progress) as bar:

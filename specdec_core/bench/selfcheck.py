@@ -49,13 +49,14 @@ def check(target, draft, tokenizer, profile, generation: GenerationConfig, optio
         "methods": [{k: v for k, v in r.to_dict().items() if k in KEPT} for r in rows],
         "profile": profile.to_dict(),
         "seconds": time.perf_counter() - t0,
-        "timing": "wall clock per call, prompt pass included, one method after another on the same prompts; "
-                  "decode_speedup excludes prompt passes; predicted_speedup from the profile",
+        "timing": "wall clock per call, prompt pass included, one method after another on the same prompts "
+                  "(end_to_end_*); decode_speedup excludes prompt passes; predicted_speedup (a decode speedup) from "
+                  "the profile",
     }
 
 
-KEPT = ("method", "tokens_per_second", "speedup", "decode_tokens_per_second", "decode_speedup", "predicted_speedup",
-        "alpha", "tau", "mismatch_count", "compared")
+KEPT = ("method", "end_to_end_tokens_per_second", "end_to_end_speedup", "decode_tokens_per_second", "decode_speedup",
+        "predicted_speedup", "alpha", "tau", "identical", "first_difference", "mismatch_count", "compared")
 
 
 def lines(report: dict) -> list[str]:
@@ -64,11 +65,12 @@ def lines(report: dict) -> list[str]:
     out = [f"device {report['device']} ({report['device_name']}) · ISA {report['isa'] or '-'} · torch {report['torch']}"
            f" · target {report['target_repr']} · draft {report['draft_repr']}",
            "T(n) ms: " + ", ".join(f"{n}: {v:.0f}" for n, v in p["target_ms"].items()),
-           "| method | tok/s | speedup | decode speedup | predicted | α | τ | identical |", "|---|---|---|---|---|---|---|---|"]
+           "| method | tok/s (end to end) | speedup (end to end) | decode speedup | predicted | α | τ | identical |",
+           "|---|---|---|---|---|---|---|---|"]
     f = lambda v, s="{:.2f}": "—" if v is None else s.format(v)  # noqa: E731
     for m in report["methods"]:
         same = "ref" if m["method"] == "ar" else ("✓" if not m["mismatch_count"] else f"✗ {m['mismatch_count']}")
-        out.append(f"| {m['method']} | {f(m['tokens_per_second'])} | {f(m['speedup'], '{:.2f}×')} | "
+        out.append(f"| {m['method']} | {f(m['end_to_end_tokens_per_second'])} | {f(m['end_to_end_speedup'], '{:.2f}×')} | "
                    f"{f(m['decode_speedup'], '{:.2f}×')} | {f(m['predicted_speedup'], '{:.2f}×')} | {f(m['alpha'])} | "
                    f"{f(m['tau'])} | {same} |")
     e = report["exactness"]

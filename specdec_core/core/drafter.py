@@ -54,8 +54,6 @@ class Draft:
 
 @runtime_checkable
 class Drafter(Protocol):
-    source: str  # what accepted tokens are labelled in the trace: the method's registry name
-
     def start(self) -> object: ...  # fresh per-request state (None: the drafter keeps none)
 
     def propose(self, state, context: DraftContext) -> Draft: ...
@@ -70,8 +68,6 @@ class Stateless:
 
 class NoDrafter(Stateless):
     """Proposes nothing: the round loop then is plain autoregressive decoding."""
-
-    source = "ar"
 
     def propose(self, state, context: DraftContext) -> Draft:
         return Draft.empty()

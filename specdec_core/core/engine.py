@@ -18,6 +18,7 @@ from specdec_core.core.features import Features
 from specdec_core.core.kv import copy_cache, crop, keep, new_cache
 from specdec_core.core.sampling import logits_to_probs
 from specdec_core.core.schedule import Cost, DraftLengthSchedule
+from specdec_core.core.run import REFERENCE
 from specdec_core.core.trace import Round, TopK
 from specdec_core.core.verify import Verdict, verify_greedy, verify_sampling, verify_tree
 
@@ -61,10 +62,13 @@ class Prefix:
 
 class SpeculativeEngine:
     def __init__(self, target: Model, drafter: Drafter | None = None, eos_token_ids: tuple[int, ...] = (),
-                 cost: Cost | None = None):
+                 cost: Cost | None = None, method: str = REFERENCE):
         self.target = target
         self.cost = cost  # this machine's costs, for a cost-aware draft length
         self.drafter = drafter or NoDrafter()
+        if method == REFERENCE and not isinstance(self.drafter, NoDrafter):
+            raise ValueError("name the method whose drafter this is (its accepted tokens carry that name)")
+        self.method = method  # the registry's name: what this engine's accepted tokens are labelled in the trace
         self.eos = frozenset(eos_token_ids)
         self.clock = Clock(target.device)
 
@@ -167,8 +171,8 @@ class SpeculativeEngine:
     def _round(self, index, limit, draft, p_target, verdict, new, draft_s, verify_s, prefill_s, finished,
                near_ties) -> Round:
         n, k = verdict.num_accepted, len(draft.tokens)
-        next_source = "ar" if k == 0 else ("bonus" if verdict.is_bonus else "target")
-        sources = ([self.drafter.source] * n + [next_source])[: len(new)]
+        kind = "plain" if k == 0 else "bonus" if verdict.is_bonus else "correction"  # the target's own token
+        sources = ([self.method] * n + [kind])[: len(new)]
         q = draft.q_draft
         rows = draft.target_rows()
         path_rows = verdict.path_rows
@@ -201,7 +205,7 @@ class SpeculativeEngine:
             judged_p=[verdict.tested_p[judged[i]] if i in judged else None for i in range(k)],
             node_uniforms=[verdict.uniforms[judged[i]] if i in judged and judged[i] < len(verdict.uniforms) else None
                            for i in range(k)],
-            next_kind="plain" if k == 0 else "bonus" if verdict.is_bonus else "correction",
+            next_kind=kind,
             residual_drawn=verdict.residual is not None,
             near_ties=near_ties,
         )

@@ -36,10 +36,6 @@ class Stats:
         return Stats(**{**known, "draft_lengths": {int(k): v for k, v in (d.get("draft_lengths") or {}).items()}})
 
 
-def token_sources(rounds: list[Round]) -> list[str]:
-    return [s for r in rounds for s in r.sources]
-
-
 def near_ties(rounds: list[Round]) -> set[int]:
     """Output positions whose greedy choice was a near-tie on a target that is not bit-exact (see Round.near_ties)."""
     out, start = set(), 0
@@ -128,56 +124,3 @@ def pooled_positions(runs: list[Stats]) -> list[float]:
         weight = sum(s.rounds for s in have)
         out.append(sum(s.per_position_acceptance[i] * s.rounds for s in have) / weight if weight else 0.0)
     return out
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A method against plain decoding of the same target, over one or more runs: the one definition the race, the
-    bench and the Theory tab use (chains and trees alike)."""
-
-    decode_speedup: float | None  # decode tokens/s over the reference's (prompt passes excluded)
-    end_to_end_speedup: float | None  # tokens over all engine time, prompt passes included
-    alpha: float | None  # accepted / drafted
-    tau: float | None  # tokens per round (per target forward), the correction/bonus included
-    mean_gamma: float | None  # tokens (tree nodes) drafted per round, over every round
-    cost_ratio: float | None  # c: seconds per drafted token / seconds per verify forward
-    per_position: list[float]  # P(position i accepted | examined), pooled over the runs
-    predicted: float | None  # from this machine's cost profile and the measured per-position acceptance
-    bound: float | None  # Leviathan et al. at mean γ and measured α, c (chains only)
-    bound_with_verify: float | None  # the same with the verify forward's measured cost relative to a plain step
-
-
-def _rate(runs: list[Stats], seconds) -> float | None:
-    total = sum(seconds(s) for s in runs)
-    return sum(s.new_tokens for s in runs) / total if total > 0 else None
-
-
-def compare(runs: list[Stats], reference: list[Stats], tree: bool = False, cost=None) -> Comparison:
-    """`runs` of a method and `reference` runs of plain decoding (same prompts); this machine's `cost` for the method
-    (a schedule.Cost: T(n) and draft ms per token, from `profile.cost`) gives the prediction."""
-    decode = lambda s: s.draft_seconds + s.verify_seconds  # noqa: E731
-    ratio = lambda a, b: a / b if a and b else None  # noqa: E731
-    rounds = sum(s.rounds for s in runs)
-    drafted = sum(s.drafted for s in runs)
-    draft_s, verify_s = sum(s.draft_seconds for s in runs), sum(s.verify_seconds for s in runs)
-    alpha = sum(s.accepted for s in runs) / drafted if drafted else None
-    gamma = drafted / rounds if rounds else None
-    c = (draft_s / drafted) / (verify_s / rounds) if drafted and verify_s > 0 else None
-    per_position = pooled_positions(runs)
-    predicted = bound = bound_v = None
-    if drafted and cost is not None:
-        lengths = Counter()
-        for s in runs:
-            lengths.update(s.draft_lengths)
-        predicted = predicted_speedup(per_position, lengths, cost.draft_ms, cost.target_ms, tree)
-    if drafted and not tree and c is not None:
-        bound = speedup_bound(alpha, gamma, c)
-        ref_rounds = sum(s.rounds for s in reference)
-        ref_step = sum(s.verify_seconds for s in reference) / ref_rounds if ref_rounds else 0.0
-        if ref_step > 0:
-            bound_v = expected_tokens_per_round(alpha, gamma) / (gamma * c + (verify_s / rounds) / ref_step)
-    return Comparison(
-        decode_speedup=ratio(_rate(runs, decode), _rate(reference, decode)),
-        end_to_end_speedup=ratio(_rate(runs, lambda s: s.wall_seconds), _rate(reference, lambda s: s.wall_seconds)),
-        alpha=alpha, tau=sum(s.new_tokens for s in runs) / rounds if rounds else None, mean_gamma=gamma,
-        cost_ratio=c, per_position=per_position, predicted=predicted, bound=bound, bound_with_verify=bound_v)

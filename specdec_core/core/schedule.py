@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from specdec_core.core.config import MAX_DRAFT_TOKENS_LIMIT, DraftConfig
+from specdec_core.core.config import DraftConfig
 from specdec_core.core.metrics import expected_tokens_from_positions
+from specdec_core.settings import MAX_TREE_NODES
 
 PRIOR_TRIED = 4.0  # before any round, the prior counts as this many rounds' worth of evidence per position
 PRIOR_RATE = 0.7  # per-position acceptance assumed without a measured prior (Cost.prior)
@@ -62,7 +63,7 @@ class DraftLengthSchedule:
             return 0
         nodes, T = depth, self.cost.target_ms
         free = FREE_ROW * T(1)
-        while nodes < min(most, MAX_DRAFT_TOKENS_LIMIT) and T(nodes + 2) - T(nodes + 1) <= free:
+        while nodes < min(most, MAX_TREE_NODES) and T(nodes + 2) - T(nodes + 1) <= free:
             nodes += 1
         return nodes
 

@@ -1,17 +1,15 @@
 """Wiring used by every front end (CLI, benchmark, web demo): method name -> drafter, text -> prompt ids,
-and one generation collected into a result."""
+and one generation collected into a `Run`."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 from specdec_core.core.backend import Model
 from specdec_core.core.config import ConfigError, GenerationConfig
 from specdec_core.core.engine import SpeculativeEngine
-from specdec_core.core.metrics import Stats, compute_stats
-from specdec_core.core.trace import Round
+from specdec_core.core.run import Run
+from specdec_core.settings import MAX_PROMPT_CHARS
 
-MAX_PROMPT_CHARS = 200_000
 
 
 END_MARKERS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
@@ -55,19 +53,8 @@ def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list
     return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
 
 
-@dataclass(frozen=True)
-class Result:
-    method: str
-    prompt_ids: list[int]
-    token_ids: list[int]  # generated ids
-    rounds: list[Round]
-    stats: Stats
-    elapsed_seconds: float  # wall clock around the whole generate loop, as the caller saw it
-
-
-def run(engine: SpeculativeEngine, method: str, prompt_ids: list[int], config: GenerationConfig) -> Result:
+def run(engine: SpeculativeEngine, method: str, prompt_ids: list[int], config: GenerationConfig) -> Run:
+    """One generation, collected: its rounds, statistics and the wall clock around the whole loop."""
     t0 = time.perf_counter()
     rounds = list(engine.generate(prompt_ids, config))
-    elapsed = time.perf_counter() - t0
-    tokens = [t for r in rounds for t in r.emitted]
-    return Result(method, list(prompt_ids), tokens, rounds, compute_stats(rounds), elapsed)
+    return Run.of(method, prompt_ids, rounds, seconds=time.perf_counter() - t0)

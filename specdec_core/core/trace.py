@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass, field
 
 from specdec_core.core.tree import depths
 
-# Where an emitted token came from: accepted draft tokens carry their method's name (methods.REGISTRY); the target's
-# own tokens are a correction after a rejection ("target"), a bonus after full acceptance, or a plain step ("ar").
-TARGET_SOURCES = ("target", "bonus", "ar")
+# Where an emitted token came from (Round.sources): an accepted draft token carries its method's name (the registry's);
+# the target's own token is one of TARGET_KINDS (Round.next_kind): a correction after a rejection, a bonus after a fully
+# accepted draft, or a plain step (nothing drafted).
+TARGET_KINDS = ("correction", "bonus", "plain")
 # A drafted node's fate: kept; judged and refused; never judged because an earlier chain token was refused; a tree
 # node never judged because its parent was not accepted (or an earlier sibling was).
 OUTCOMES = ("accepted", "rejected", "unexamined", "off-branch")
@@ -34,7 +35,7 @@ class Round:
     next_token: int  # correction or bonus
     next_p: float  # p of the correction/bonus under the distribution it was drawn from
     emitted: list[int]  # tokens committed this round (accepted + next, cut at EOS / max-new-tokens)
-    sources: list[str]  # per emitted token
+    sources: list[str]  # per emitted token: the method's name (accepted) or one of TARGET_KINDS
     draft_seconds: float
     verify_seconds: float
     prefill_seconds: float = 0.0  # nonzero in the first round only: the prompt pass before it
@@ -49,7 +50,7 @@ class Round:
     judged_p: list[float | None] = field(default_factory=list)  # per node: the p it was judged with (a tree's
     #   siblings: the remaining r after earlier siblings were refused); None when not judged
     node_uniforms: list[float | None] = field(default_factory=list)  # per node: the u drawn for it (sampling)
-    next_kind: str = "plain"  # the target's own token: "correction" (after a rejection), "bonus", "plain" (no draft)
+    next_kind: str = "plain"  # the target's own token: one of TARGET_KINDS
     residual_drawn: bool = False  # the correction was sampled from normalise(max(0, p - q)) (or a tree's residual)
     near_ties: list[int] = field(default_factory=list)  # greedy, target not bit-exact: indices into `emitted` whose
     #   top-2 logit gap was within twice the target's measured rounding (such a choice may flip between forwards)

@@ -6,8 +6,6 @@ from specdec_core.methods.neural import NeuralDrafter
 
 
 class DraftModelDrafter(NeuralDrafter):
-    source = "draft"
-
     def __init__(self, draft: LanguageModel, target_vocab_size: int):
         super().__init__(draft.forward, target_vocab_size)
         self.model = draft

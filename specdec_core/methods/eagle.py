@@ -154,7 +154,6 @@ class EagleDrafter:
         self.vocab_size = target.vocab_size
         self.device = target.device
         self.tree = tree
-        self.source = "eagle-tree" if tree is not None else "eagle"  # its method's name
 
     def start(self) -> EagleState:
         return EagleState()
@@ -268,6 +267,6 @@ def load_head(path: Path, target_config_json: str, target_name: str) -> EagleHea
 def eagle_drafter(target: LanguageModel, config: EagleConfig, tree: bool) -> EagleDrafter:
     """The head for this target (`config.heads`, or the one shipped for it), as a chain or a tree drafter."""
     path = Path(config.heads) if config.heads else default_head_path(target.name)
-    return from_file(path, "EAGLE head", "train_eagle", target.name, lambda: EagleDrafter(
+    return from_file(path, "EAGLE head", "train.eagle", target.name, lambda: EagleDrafter(
         target, load_head(path, target.config.to_json_string(), target.name),
         EagleTree(config.tree_nodes, config.tree_top_k) if tree else None))

@@ -21,8 +21,6 @@ def kept_layers(num_layers: int, skip: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class LayerSkipDrafter(NeuralDrafter):
-    source = "layerskip"
-
     def __init__(self, target: LanguageModel, config: LayerSkipConfig = LayerSkipConfig()):
         skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(target.num_layers)
         self.layers = kept_layers(target.num_layers, skip)

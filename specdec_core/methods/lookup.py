@@ -23,8 +23,6 @@ def find_continuation(tokens: list[int], max_ngram: int, min_ngram: int, max_tok
 
 
 class LookupDrafter(Stateless):
-    source = "lookup"
-
     def __init__(self, config: LookupConfig = LookupConfig()):
         self.config = config
 

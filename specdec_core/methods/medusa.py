@@ -102,7 +102,6 @@ class MedusaDrafter(Stateless):
         self.lm_weight, self.lm_bias = target.lm_head_rows(self.vocab_ids)
         self.vocab_size = target.vocab_size
         self.tree = tree
-        self.source = "medusa-tree" if tree is not None else "medusa"  # its method's name
 
     @torch.inference_mode()
     def head_probs(self, hidden: torch.Tensor, context: DraftContext) -> torch.Tensor:
@@ -152,5 +151,5 @@ def load_heads(path: Path) -> MedusaHeads:
 def medusa_drafter(target: LanguageModel, config: MedusaConfig, tree: bool) -> MedusaDrafter:
     """The heads for this target (`config.heads`, or the ones shipped for it), as a chain or a tree drafter."""
     path = Path(config.heads) if config.heads else default_heads_path(target.name)
-    return from_file(path, "Medusa heads", "train_medusa", target.name, lambda: MedusaDrafter(
+    return from_file(path, "Medusa heads", "train.medusa", target.name, lambda: MedusaDrafter(
         target, load_heads(path), TreeShape(config.tree_nodes, config.tree_top_k) if tree else None))

@@ -28,7 +28,6 @@ class NeuralDrafter:
     """Autoregressive proposer. A request's cache holds KV for `state.cached` tokens; each round it rolls back to the
     longest prefix shared with the committed tokens (rejected draft tokens are dropped) and forwards what is missing."""
 
-    source = "draft"
 
     def __init__(self, forward: ForwardFn, vocab_size: int):
         self._forward = forward

@@ -8,13 +8,12 @@ from typing import Callable
 
 from specdec_core.core.config import ConfigError, EagleConfig, LayerSkipConfig, LookupConfig, MedusaConfig
 from specdec_core.core.drafter import NoDrafter
+from specdec_core.core.run import REFERENCE
 from specdec_core.methods.draft_model import DraftModelDrafter
 from specdec_core.methods.eagle import eagle_drafter
 from specdec_core.methods.layerskip import LayerSkipDrafter
 from specdec_core.methods.lookup import LookupDrafter
 from specdec_core.methods.medusa import medusa_drafter
-
-REFERENCE = "ar"  # plain autoregressive decoding: no drafter, the reference every method is checked against
 
 
 @dataclass(frozen=True)
@@ -98,6 +97,11 @@ SPECS = (
 )
 REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in SPECS}
 METHODS: tuple[str, ...] = (REFERENCE,) + tuple(REGISTRY)  # every engine method, the reference first
+
+
+def is_tree(method: str) -> bool:
+    """Does the method propose token trees? (False for plain decoding and for other libraries' methods.)"""
+    return method in REGISTRY and REGISTRY[method].tree
 
 
 def parse_method(method: str) -> str:

@@ -34,7 +34,8 @@ from specdec_core.train.corpus import KINDS, corpus_chunks
 from specdec_core.methods.eagle import EagleHead, default_head_path
 from specdec_core.backends.exact import prompt_pass
 from specdec_core.core.kv import new_cache
-from specdec_core.backends.models import DEFAULT_TARGET, cache_root
+from specdec_core.backends.models import cache_root
+from specdec_core.settings import DEFAULT_TARGET
 from specdec_core.backends.representation import load_target
 
 CORPUS_SAYS = {

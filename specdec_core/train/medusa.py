@@ -23,7 +23,8 @@ from tqdm import tqdm
 from specdec_core.train.corpus import corpus_chunks
 from specdec_core.methods.medusa import MedusaHeads, default_heads_path
 from specdec_core.core.kv import new_cache
-from specdec_core.backends.models import DEFAULT_TARGET, cache_root, load_model
+from specdec_core.backends.models import cache_root, load_model
+from specdec_core.settings import DEFAULT_TARGET
 
 
 def extract(target, chunks: list[list[int]], workdir: Path, split: str) -> list[Path]:
