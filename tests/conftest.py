@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,17 +10,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.core.config import GenerationConfig  # noqa: E402
-from specdec_core.core.drafter import Draft, DraftContext, NoDrafter  # noqa: E402
-from specdec_core.methods.draft_model import DraftModelDrafter  # noqa: E402
-from specdec_core.methods.layerskip import LayerSkipDrafter  # noqa: E402
-from specdec_core.methods.lookup import LookupDrafter  # noqa: E402
-from specdec_core.core.drafter import Stateless  # noqa: E402
-from specdec_core.methods.eagle import EagleDrafter, EagleTree  # noqa: E402
-from specdec_core.methods.medusa import MedusaDrafter, MedusaHeads, TreeShape  # noqa: E402
+from specdec_core.core.config import EagleConfig, GenerationConfig, MedusaConfig  # noqa: E402
+from specdec_core.core.drafter import Draft, DraftContext, Stateless  # noqa: E402
+from specdec_core.methods.medusa import MedusaHeads  # noqa: E402
 from specdec_core.core.engine import SpeculativeEngine  # noqa: E402
 from specdec_core.backends.lm import LanguageModel  # noqa: E402
-from specdec_core.methods.registry import METHODS  # noqa: E402
+from specdec_core.methods.registry import METHODS, MethodOptions, build_drafter  # noqa: E402
 from specdec_core.backends.models import perturbed_copy, tiny_model  # noqa: E402
 from specdec_core.core.session import run  # noqa: E402
 
@@ -115,21 +111,25 @@ SCRIPTED = ["always-right", "always-wrong", "right-for-1", "right-for-3", "tree-
 DRAFTERS = [*METHODS, *SCRIPTED]  # every registered method (a new one must be added to make_drafter) + scripted ones
 
 
+def method_options(target) -> MethodOptions:
+    """Options that point Medusa and EAGLE at tiny heads for this target, saved once per test session, so every
+    registered method is built the way the CLI and the page build it: through the registry."""
+    if id(target) not in _HEAD_FILES:
+        folder = Path(tempfile.mkdtemp(prefix="specdec-heads-"))
+        heads, head = folder / "medusa.safetensors", folder / "eagle.safetensors"
+        tiny_medusa_heads(target).save(heads, {"for": "test"})
+        cached_eagle_head(target).save(head, {"for": "test"})
+        _HEAD_FILES[id(target)] = MethodOptions(medusa=MedusaConfig(str(heads), 8, 3), eagle=EagleConfig(str(head), 8, 3))
+    return _HEAD_FILES[id(target)]
+
+
+_HEAD_FILES: dict[int, MethodOptions] = {}
+
+
 def make_drafter(name: str, target, draft_model, prompt=PROMPT, n: int = 40):
-    if name == "ar":
-        return NoDrafter()
-    if name == "draft":
-        return DraftModelDrafter(draft_model, target.vocab_size)
-    if name == "lookup":
-        return LookupDrafter()
-    if name == "layerskip":
-        return LayerSkipDrafter(target)
-    if name in ("medusa", "medusa-tree"):
-        return MedusaDrafter(target, tiny_medusa_heads(target), TreeShape(8, 3) if name == "medusa-tree" else None)
-    if name in ("eagle", "eagle-tree"):
-        return EagleDrafter(target, cached_eagle_head(target), EagleTree(8, 3) if name == "eagle-tree" else None)
+    """A registered method through the registry (as the CLI and the page build it), or a scripted drafter."""
     if name in METHODS:
-        raise NotImplementedError(f"registered method {name!r}: teach make_drafter to build it on the tiny model")
+        return build_drafter(name, target, draft_model, method_options(target))
     if name == "tree-right-second":
         return ScriptedTreeDrafter(prompt, greedy_reference(target, prompt, n + 8), target.vocab_size, None)
     right = {"always-right": None, "always-wrong": 0, "right-for-1": 1, "right-for-3": 3}[name]

@@ -38,7 +38,7 @@ with app_server() as url:
     print(f"compare wall {wall:.0f}s on {summary['device']}")
     for r in summary["methods"]:
         f = lambda v, s="{:.2f}": "-" if v is None else s.format(v)  # noqa: E731
-        print(f"{r['method']:12s} {f(r['tokens_per_second'])} tok/s  speedup {f(r['speedup'])}  predicted "
+        print(f"{r['method']:12s} {f(r['decode_tokens_per_second'])} decode tok/s  decode speedup {f(r['decode_speedup'])}  predicted "
               f"{f(r['predicted_speedup'])}  identical {r['identical']}  {r['error'] or ''}")
     for cat, rows in summary.get("by_category", {}).items():
-        print(f"{cat:16s} " + "  ".join(f"{m} {f(r['speedup'])}" for m, r in rows.items() if m != "ar"))
+        print(f"{cat:16s} " + "  ".join(f"{m} {f(r['decode_speedup'])}" for m, r in rows.items() if m != "ar"))

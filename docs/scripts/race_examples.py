@@ -53,7 +53,7 @@ with app_server() as url:
         s = summary_of(out)
         same = find(s, "identical")
         bad += same is not True
-        print(f"race  {ex['name'][:44]:44s} {ex['method']:8s} identical {same}  speedup {find(s, 'speedup'):.2f}x  "
+        print(f"race  {ex['name'][:44]:44s} {ex['method']:8s} identical {same}  decode speedup {find(s, 'decode_speedup'):.2f}x  "
               f"wall {time.time() - t:.0f}s", flush=True)
     t = time.time()
     s = summary_of(c.predict(prompt=load_examples()[0]["text"], prompt_set=list(SUITES)[1], api_name="/compare"))
