@@ -109,7 +109,7 @@ def test_summary_aggregates_over_prompts_and_applies_the_bound():
     assert draft.bound_with_verify == pytest.approx((1 - (1 / 3) ** 4) / (1 - 1 / 3) / (3 * c + v))
     assert draft.overhead == pytest.approx(1 - 3.8 / 4.0) and draft.peak_rss_mb == 1200.0
     assert hf.alpha is None and hf.bound is None and hf.end_to_end_speedup == pytest.approx(1.6)
-    assert hf.mismatches == ["p1 (repeat 0): differs at token 2"] and draft.mismatches == []
+    assert hf.mismatches == ["p1 (repeat 0): differs at token 2 (token id 9, plain decoding 3)"] and draft.mismatches == []
     assert hf.peer and not draft.peer and hf.identical is False and hf.first_difference == 2 and draft.identical
     assert summarise(records(), greedy=False)[2].mismatches == []  # sampled outputs may differ
 
@@ -118,16 +118,16 @@ def test_summary_aggregates_over_prompts_and_applies_the_bound():
 def test_mismatch_on_length_and_only_chains_get_the_chain_bound(method):
     """Every tree method in the registry (medusa-tree, eagle-tree) gets no chain bound; every chain gets one."""
     recs = records()[:1] + [RunRecord(method, "p0", 0, [1, 2, 3], 1.0, 1.0, 1.0, stats(3, 1, 5, 2, 0.1, 0.9))]
-    assert find_mismatches(recs)[method] == ["p0 (repeat 0): differs at token 3"]
+    assert find_mismatches(recs)[method] == ["p0 (repeat 0): differs at token 3 (token id end, plain decoding 4)"]
     row = summarise(recs, greedy=True)[-1]
     assert row.tree == REGISTRY[method].tree and (row.bound is None) == row.tree and row.alpha == pytest.approx(0.4)
 
 
 def test_a_peer_that_differs_is_a_finding_and_ours_a_failure():
     rows = summarise(records(), greedy=True)
-    assert peer_mismatches(rows) == {"hf-assisted": ["p1 (repeat 0): differs at token 2"]} and our_mismatches(rows) == {}
+    assert peer_mismatches(rows) == {"hf-assisted": ["p1 (repeat 0): differs at token 2 (token id 9, plain decoding 3)"]} and our_mismatches(rows) == {}
     wrong = records() + [RunRecord("lookup", "p0", 0, [1, 2, 3, 5], 1.0, 1.0, 1.0, stats(4, 2, 2, 1, 0.0, 1.0))]
-    assert our_mismatches(summarise(wrong, greedy=True)) == {"lookup": ["p0 (repeat 0): differs at token 3"]}
+    assert our_mismatches(summarise(wrong, greedy=True)) == {"lookup": ["p0 (repeat 0): differs at token 3 (token id 5, plain decoding 4)"]}
     assert "differs (peer, not bit-exact) 1 of 2" in table(rows)
     assert to_json({"command": "x"}, rows, records())["peer_mismatches"] == peer_mismatches(rows)
 

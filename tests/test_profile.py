@@ -171,12 +171,25 @@ def test_every_drafter_drafts_in_the_context_it_is_timed_in(name, target, draft_
 
 
 def test_auto_times_each_representation_as_the_exact_target_runs_it():
-    from specdec_core.backends.representation import choose_cpu
+    from specdec_core.backends.representation import choose_cpu, faster
 
     choice = choose_cpu(tiny_model(seed=2).model)
     assert "1/6/16 rows" in choice.reason and set(choice.ms) == {"bf16", "int8"}
     assert all(len(ms) == 3 and min(ms) > 0 for ms in choice.ms.values())
-    assert choice.representation == min(choice.ms, key=lambda k: sum(choice.ms[k]))  # the one measured faster
+    assert choice.representation == faster(choice.ms)
+
+
+@pytest.mark.parametrize("bf16, int8, expected", [
+    ([2.30, 2.35, 2.38], [0.71, 2.05, 4.04], "int8"),  # Zen 4, AVX-512 + bf16, no AMX, quiet
+    ([2.19, 2.36, 2.30], [0.80, 1.67, 7.74], "int8"),  # the same with a busy core (a sum of ms picked bf16)
+    ([0.84, 0.93, 1.01], [0.40, 1.29, 3.80], "bf16"),  # AMX Xeon: bf16 flat in rows
+    ([0.84, 6.70, 12.0], [0.49, 2.60, 4.30], "int8"),  # the AVX2 setting: bf16 emulated
+])
+def test_auto_weighs_each_row_count_alike(bf16, int8, expected):
+    """One MLP layer's ms at 1/6/16 rows, measured on the machines named (docs/performance.md)."""
+    from specdec_core.backends.representation import faster
+
+    assert faster({"bf16": bf16, "int8": int8}) == expected
 
 
 def test_priors_pool_the_runs_of_several_bench_files(tmp_path):

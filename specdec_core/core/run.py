@@ -70,10 +70,17 @@ class Difference:
     repeat: int
     first_difference: int  # the first diverging output token
     near_tie: bool  # there, the target's two best logits lay within its measured rounding (not bit-exact targets)
+    reference_token: int | None = None  # the reference's token id there (None: its output ended)
+    token: int | None = None  # this run's token id there (None: its output ended)
 
     def __str__(self) -> str:
         tie = " (a near-tie within the target's measured rounding)" if self.near_tie else ""
-        return f"{self.prompt_id} (repeat {self.repeat}): differs at token {self.first_difference}{tie}"
+        ids = f" (token id {_id(self.token)}, plain decoding {_id(self.reference_token)})"
+        return f"{self.prompt_id} (repeat {self.repeat}): differs at token {self.first_difference}{ids}{tie}"
+
+
+def _id(token: int | None) -> str:
+    return "end" if token is None else str(token)
 
 
 def differences(runs: list[Run], reference: list[Run]) -> list[Difference]:
@@ -85,7 +92,8 @@ def differences(runs: list[Run], reference: list[Run]) -> list[Difference]:
         i = None if ref is None else first_difference(run.token_ids, ref.token_ids)
         if i is not None:
             ties = {t for x in (run, ref) if x.stats for t in x.stats.near_ties}
-            out.append(Difference(run.prompt_id, run.repeat, i, i in ties))
+            at = lambda ids: ids[i] if i < len(ids) else None  # noqa: E731
+            out.append(Difference(run.prompt_id, run.repeat, i, i in ties, at(ref.token_ids), at(run.token_ids)))
     return out
 
 
