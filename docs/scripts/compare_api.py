@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from serve import app_server
+from serve import app_server, predict
 
 with app_server() as url:
     from gradio_client import Client
@@ -16,14 +16,7 @@ with app_server() as url:
 
     c = Client(url, verbose=False)
     prompt = read_problems()["HumanEval/0"]["prompt"]
-    for _ in range(240):  # the models load (and the profile is measured) in the background on first start
-        try:
-            c.predict(prompt, api_name="/race")  # warm: models loaded, drafters built
-            break
-        except Exception as e:
-            if not any(w in str(e).lower() for w in ("loading", "profil")):
-                raise
-            time.sleep(5)
+    predict(c, prompt=prompt, api_name="/race")  # warm: models loaded, drafters built
     t = time.time()
     sys.path.insert(0, os.getcwd())
     from app.compare import SUITES

@@ -3,6 +3,7 @@ machine, click Race N times (default 3) with the page's defaults and read the ca
 speedup). A screenshot of the last race goes to out/screenshots/race-browser.png.
 COMPARE=1 then opens the Compare tab, clicks Compare ▶ once with its defaults (the Race tab's prompt, every method),
 prints the wall time from the click to "Done", the table and the verdict, and screenshots out/screenshots/compare.png.
+It races once the page has measured the cost profile (WAIT_PROFILE=0: at once, racing beside the measurement).
 Run from the repo root: N=3 python docs/scripts/race_browser.py   (under ../shared/tools/avx2 for the AVX2 setting)"""
 import os
 import re
@@ -19,6 +20,8 @@ with app_server() as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         page.wait_for_selector("text=Models ready", timeout=900_000)
+        if os.environ.get("WAIT_PROFILE", "1") == "1":  # race once the cost profile is measured (0: at once)
+            page.wait_for_function("!document.body.innerText.includes('Measuring this machine')", timeout=900_000)
         os.makedirs("out/screenshots", exist_ok=True)
         for i in range(int(os.environ.get("N", "3"))):
             page.get_by_role("button", name="Race ▶").click()

@@ -4,31 +4,11 @@ method and chat setting the example selects, the page's other defaults), then th
 (every method on one prompt per category); print per run whether the speculative tokens are identical to plain
 decoding's. The bit-exact issue's "identical on every built-in example and suite". From the project root:
 `python docs/scripts/race_examples.py` (under ../shared/tools/avx2 for the AVX2 setting). Exit 1 on any difference."""
-import json
 import os
 import sys
 import time
 
-from serve import app_server
-
-
-def summary_of(out):
-    s = out[-1] if isinstance(out, (list, tuple)) else out
-    return json.load(open(s)) if isinstance(s, str) and os.path.exists(s) else s
-
-
-def find(x, key):
-    """First value of `key` anywhere in nested dicts/lists."""
-    if isinstance(x, dict):
-        if key in x:
-            return x[key]
-        x = list(x.values())
-    if isinstance(x, list):
-        for y in x:
-            v = find(y, key)
-            if v is not None:
-                return v
-    return None
+from serve import app_server, find, predict, summary_of
 
 
 sys.path.insert(0, os.getcwd())
@@ -41,20 +21,12 @@ with app_server() as url:
 
     c = Client(url, verbose=False)
     for ex in load_examples():
-        for _ in range(240):  # the models load (and the profile is measured) in the background on first start
-            try:
-                t = time.time()
-                out = c.predict(prompt=ex["text"], method=ex["method"], chat=ex["chat"], api_name="/race")
-                break
-            except Exception as e:
-                if not any(w in str(e).lower() for w in ("loading", "profil")):
-                    raise
-                time.sleep(5)
+        out, wall = predict(c, prompt=ex["text"], method=ex["method"], chat=ex["chat"], api_name="/race")
         s = summary_of(out)
         same = find(s, "identical")
         bad += same is not True
         print(f"race  {ex['name'][:44]:44s} {ex['method']:8s} identical {same}  decode speedup {find(s, 'decode_speedup'):.2f}x  "
-              f"wall {time.time() - t:.0f}s", flush=True)
+              f"wall {wall:.0f}s", flush=True)
     t = time.time()
     s = summary_of(c.predict(prompt=load_examples()[0]["text"], prompt_set=list(SUITES)[1], api_name="/compare"))
     for r in s["methods"]:

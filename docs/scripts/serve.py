@@ -1,6 +1,8 @@
 """Start app.py (from the project root) on a free local port for a measurement script: `with app_server() as url:`
-waits until the page answers, exits with the log's tail if the app dies first, and stops the app at the end."""
+waits until the page answers, exits with the log's tail if the app dies first, and stops the app at the end; and
+the two helpers the scripts read the API's answers with."""
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -33,3 +35,36 @@ def app_server(timeout_s: int = 900):
         app.terminate()
         app.wait(timeout=60)
         os.unlink(log.name)
+
+
+def summary_of(out):
+    s = out[-1] if isinstance(out, (list, tuple)) else out
+    return json.load(open(s)) if isinstance(s, str) and os.path.exists(s) else s
+
+
+def find(x, key):
+    """First value of `key` anywhere in nested dicts/lists."""
+    if isinstance(x, dict):
+        if key in x:
+            return x[key]
+        x = list(x.values())
+    if isinstance(x, list):
+        for y in x:
+            v = find(y, key)
+            if v is not None:
+                return v
+    return None
+
+
+def predict(client, **kwargs):
+    """client.predict, retried while the app still loads its models or measures its profile (first start); returns
+    (answer, seconds of the call that answered)."""
+    for _ in range(240):
+        try:
+            t = time.time()
+            return client.predict(**kwargs), time.time() - t
+        except Exception as e:  # noqa: BLE001 - the app says "loading" or "profiling" until it is ready
+            if not any(w in str(e).lower() for w in ("loading", "profil")):
+                raise
+            time.sleep(5)
+    raise TimeoutError("the app did not become ready in 20 minutes")
