@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from specdec_core.backends.models import EMBEDDED, ModelLoadError, embedded_dir
+from specdec_core.backends import llamacpp as llamacpp_backend
 from specdec_core.backends.representation import REPRESENTATIONS, describe, load_target
 from specdec_core.backends.representation import load_draft as representation_load_draft
 from specdec_core.bench import llamacpp, selfcheck
@@ -50,6 +51,10 @@ def add_model_args(p) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET, help="embedded name, local dir or Hub id")
     p.add_argument("--draft", default=DEFAULT_DRAFT, help="draft model for --method draft")
     p.add_argument("--device", help="cpu, cuda, ... (default: automatic)")
+    p.add_argument("--backend", choices=S.BACKENDS, default=S.DEFAULT_BACKEND,
+                   help="torch (default) or llamacpp: target and draft run by llama.cpp from the embedded GGUF files as "
+                        "they ship (Q4_K_M), verified exactly up to the batch size measured at load "
+                        f"(optional: {llamacpp_backend.INSTALL})")
     p.add_argument("--target-repr", default="auto",
                    help=f"target representation: {', '.join(REPRESENTATIONS)} (default auto: the fastest exact one "
                         "here; every one runs bit-exact)")
@@ -188,13 +193,19 @@ DTYPE_REPR = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 def load_draft(args):
     """The draft model in its representation (settings.draft_representation: the page's policy too): it only changes
     q, never the output."""
+    if args.backend == "llamacpp":
+        return llamacpp_backend.load(args.draft, args.threads or 0, target=False)[0]
     representation = "int8" if args.draft_quant == "int8" else args.draft_repr
     return representation_load_draft(args.draft, args.device, representation, args.draft_dtype or args.dtype,
                                      per_channel=args.draft_quant_granularity == "channel")
 
 
 def load_target_arg(args):
-    """The exact target in the representation asked for (--dtype is the dense shorthand)."""
+    """The exact target in the representation asked for (--dtype is the dense shorthand), or llama.cpp's."""
+    if args.backend == "llamacpp":
+        if not llamacpp_backend.available():
+            raise ConfigError(f"--backend llamacpp needs llama-cpp-python: {llamacpp_backend.INSTALL}")
+        return llamacpp_backend.load(args.target, args.threads or 0)
     representation = args.target_repr
     if args.dtype:
         if representation not in ("auto", DTYPE_REPR[args.dtype]):
@@ -251,6 +262,12 @@ def cmd_bench(args) -> int:
         if args.methods == ",".join(DEFAULT_BENCH_METHODS):
             args.methods = ",".join(METHODS)
     methods = parse_methods(args.methods)
+    if args.backend == "llamacpp":  # what llama.cpp cannot run: the hidden-state methods and transformers' generate
+        off = [m for m in methods if m in llamacpp_backend.REFUSED or m.startswith("hf-")]
+        if off:
+            print(f"skipping {', '.join(off)} on --backend llamacpp (hidden-state methods and transformers' generate "
+                  "need the torch backend)", file=sys.stderr)
+        methods = tuple(m for m in methods if m not in off)
     if any(m in llamacpp.LLAMACPP_METHODS for m in methods) and not llamacpp.available():
         print(f"skipping {', '.join(m for m in methods if m in llamacpp.LLAMACPP_METHODS)}: llama-cpp-python is not "
               f"installed. To include them: {llamacpp.INSTALL}", file=sys.stderr)

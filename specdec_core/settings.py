@@ -55,6 +55,8 @@ DEFAULT_TARGET = "qwen2.5-coder-1.5b"
 DEFAULT_DRAFT = "qwen2.5-coder-0.5b"
 TARGET_REPRESENTATIONS = ("auto", "bf16", "fp16", "fp32", "int8")
 DRAFT_REPRESENTATIONS = ("auto", "bf16", "fp16", "fp32", "int8", "int4")
+BACKENDS = ("torch", "llamacpp")  # how the target and the draft run (backends/): PyTorch, or llama.cpp on the GGUF
+DEFAULT_BACKEND = "torch"
 
 
 def draft_representation(requested: str, device_type: str, dense_dtype: str | None = None) -> str:

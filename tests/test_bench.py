@@ -195,7 +195,7 @@ def test_bench_without_llama_cpp_says_how_to_install_it():
     proc = subprocess.run([sys.executable, "-m", "specdec_core", "bench", "--suite", "humaneval", "--methods",
                            "llamacpp-ar", "--limit", "0"], capture_output=True, text=True)
     assert proc.returncode == 2 and "limit" in proc.stderr
-    assert ("pip install llama-cpp-python" in proc.stderr) == (not llamacpp.available())
+    assert ("pip install -r requirements-llamacpp.txt" in proc.stderr) == (not llamacpp.available())
 
 
 def test_specbench_lines_categories_and_the_mini_suite():

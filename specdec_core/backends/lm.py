@@ -12,7 +12,7 @@ from transformers.masking_utils import create_causal_mask
 from specdec_core.backends.exact import fused, prompt_pass
 from specdec_core.core import tree
 from specdec_core.core.backend import ForwardOutput
-from specdec_core.core.kv import cache_length
+from specdec_core.core.kv import cache_length, new_cache
 
 
 class LanguageModel:
@@ -28,6 +28,11 @@ class LanguageModel:
         self.rounding: float | None = None  # measured max |Δlogit|, n tokens together vs alone (None: not measured)
         self.representation = str(self.dtype).replace("torch.", "")  # what the page and the JSON name
         self.representation_note = ""  # why this representation, and how its layers run (representation.load_target)
+        self.max_verify_tokens: int | None = None  # the bit-exact forward verifies any number of rows exactly
+        self.backend = "torch"
+
+    def new_cache(self) -> DynamicCache:
+        return new_cache()
 
     @property
     def device(self) -> torch.device:

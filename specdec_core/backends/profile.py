@@ -124,7 +124,9 @@ def bandwidth_gb_s(device: torch.device, megabytes: int = 256) -> float:
 
 def weight_bytes(lm: LanguageModel) -> int:
     """Bytes of parameters and buffers a 1-token forward reads: everything but the input embedding table (of which one
-    row is read)."""
+    row is read). A backend holding its weights elsewhere says it (`weight_bytes`: a GGUF file's size)."""
+    if hasattr(lm, "weight_bytes"):
+        return lm.weight_bytes
     embed = lm.model.get_input_embeddings().weight
     seen, total = set(), 0
     for t in list(lm.model.parameters()) + list(lm.model.buffers()):
@@ -142,9 +144,11 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
     a prompt pass and a memory copy."""
     vocab = min(target.vocab_size, 30000)
     prompt = [(1000 + 37 * i) % vocab for i in range(PROMPT_TOKENS)]
-    steps = len(SIZES) + len(drafters) + 2
+    rows = getattr(target, "max_verify_tokens", None)  # a backend verifying at most this many rows exactly
+    sizes = [n for n in SIZES if rows is None or n <= rows] + ([rows] if rows and rows not in SIZES else [])
+    steps = len(sizes) + len(drafters) + 2
     with tqdm(total=steps, desc="profile", unit="step", disable=not progress) as bar:
-        cache = new_cache()
+        cache = new_cache(target)
         t0 = time.perf_counter()
         target.prefill(prompt[:-1], cache)
         prefill = (PROMPT_TOKENS - 1) / (time.perf_counter() - t0)
@@ -152,7 +156,7 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
         base = len(prompt) - 1
         target_ms = {}
         for sweep in range(2):  # two sweeps, best of both: a shape's first forwards can pay set-up (T(1) > T(2) seen)
-            for n in SIZES:
+            for n in sizes:
                 ids = prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
 
                 def step():

@@ -145,7 +145,10 @@ def exactness(lm: LanguageModel) -> str:
         return "not bit-exact"
     if lm.rounding is None:
         return "exact mode (not measured)"
-    return "bit-exact" if lm.rounding == 0.0 else f"identical up to rounding (|Δlogit| ≤ {lm.rounding:.3g})"
+    if lm.rounding != 0.0:
+        return f"identical up to rounding (|Δlogit| ≤ {lm.rounding:.3g})"
+    rows = lm.max_verify_tokens  # a backend whose larger batches round differently verifies at most this many
+    return "bit-exact" if rows is None else f"bit-exact (≤ {rows} tokens per forward)"
 
 
 def describe(lm: LanguageModel) -> str:

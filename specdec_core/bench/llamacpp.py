@@ -5,50 +5,12 @@ representation, so its output is not compared token for token; the table labels 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 from specdec_core.core.config import GenerationConfig
-from specdec_core.backends.models import EMBEDDED, ModelLoadError, assemble_gguf, cache_root
+from specdec_core.backends.llamacpp import INSTALL, available, gguf_file, quantisation  # noqa: F401 - the CLI reads them here
 
 LLAMACPP_METHODS = ("llamacpp-ar", "llamacpp-lookup")
-INSTALL = ("pip install llama-cpp-python  (builds llama.cpp from source: about 10 minutes on 2 cores; "
-           "see docs/performance.md)")
 LOOKUP_TOKENS = 10  # llama-cpp-python's LlamaPromptLookupDecoding default
-
-
-def available() -> bool:
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def gguf_file(name: str) -> Path:
-    """The embedded model's GGUF, assembled once into the cache (llama.cpp reads it as it ships)."""
-    if name not in EMBEDDED:
-        raise ModelLoadError(f"llama.cpp peers run the embedded models only ({', '.join(EMBEDDED)}), not {name!r}")
-    out = cache_root() / "gguf" / f"{name}.gguf"
-    if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        assemble_gguf(EMBEDDED[name], tmp)
-        tmp.replace(out)
-    return out
-
-
-def quantisation(path: Path) -> str:
-    """The GGUF's file type, e.g. 'Q8_0' (read from its header)."""
-    from gguf import GGUFReader, LlamaFileType
-
-    field = GGUFReader(str(path)).fields.get("general.file_type")
-    if field is None:
-        return "unknown quantisation"
-    value = int(field.parts[field.data[0]][0])
-    try:
-        return LlamaFileType(value).name.removeprefix("MOSTLY_")
-    except ValueError:
-        return f"file type {value}"
 
 
 @functools.lru_cache(maxsize=2)

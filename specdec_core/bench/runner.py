@@ -57,11 +57,17 @@ class BenchConfig:
 
 
 class ForwardTimer:
-    """Sums seconds spent inside the given modules (hooks around each call)."""
+    """Sums seconds spent inside the given modules (hooks around each call), plus the time a non-torch backend's
+    models count themselves (`decode_seconds`, and the target's `decode_calls`: its forwards with logits)."""
 
-    def __init__(self, modules: list[torch.nn.Module], device: torch.device, count: torch.nn.Module | None = None):
-        self.seconds = 0.0
-        self.calls = 0  # calls of `count` (the target's LM head: one per target forward)
+    def __init__(self, modules: list[torch.nn.Module], device: torch.device, count: torch.nn.Module | None = None,
+                 models: list | None = None, target=None):
+        self.hooked = 0.0
+        self.hooked_calls = 0  # calls of `count` (the target's LM head: one per target forward)
+        self._models = [lm for lm in models or [] if hasattr(lm, "decode_seconds")]
+        self._seconds0 = sum(lm.decode_seconds for lm in self._models)
+        self._target = target if hasattr(target, "decode_calls") else None
+        self._calls0 = self._target.decode_calls if self._target is not None else 0
         self._count = count
         self.cuda = device.type == "cuda"
         self._start: dict[int, float] = {}
@@ -79,8 +85,16 @@ class ForwardTimer:
         self._start[id(module)] = self._now()
 
     def _post(self, module, args, output):
-        self.seconds += self._now() - self._start.pop(id(module))
-        self.calls += module is self._count
+        self.hooked += self._now() - self._start.pop(id(module))
+        self.hooked_calls += module is self._count
+
+    @property
+    def seconds(self) -> float:
+        return self.hooked + sum(lm.decode_seconds for lm in self._models) - self._seconds0
+
+    @property
+    def calls(self) -> int:
+        return self.hooked_calls + (self._target.decode_calls - self._calls0 if self._target is not None else 0)
 
     def close(self) -> None:
         for h in self._handles:
@@ -94,7 +108,10 @@ def drafter_modules(drafter) -> list[torch.nn.Module]:
 
 
 def compute_modules(lm: LanguageModel) -> list[torch.nn.Module]:
-    dec = lm.decoder
+    """A torch model's decoder layers, norm and LM head (another backend's model times itself: none)."""
+    dec = getattr(lm, "decoder", None)
+    if dec is None:
+        return []
     mods = list(getattr(dec, "layers", [])) + [lm.lm_head]
     return mods + ([dec.norm] if hasattr(dec, "norm") else [])
 
@@ -141,7 +158,7 @@ def run_once(method: str, target: LanguageModel, draft: LanguageModel | None, eo
         drafter = build_drafter(method, target, draft, config.options)
         modules += drafter_modules(drafter)
         engine = SpeculativeEngine(target, drafter, eos, cost(config.profile, method, prompt_kind(chat)), method)
-    timer = ForwardTimer(modules, target.device, count=target.lm_head)
+    timer = ForwardTimer(modules, target.device, getattr(target, "lm_head", None), models, target)
     memory.reset()
     try:
         t0 = time.perf_counter()

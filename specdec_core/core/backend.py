@@ -24,6 +24,7 @@ class Model(Protocol):
     name: str
     representation: str  # what the page and the JSON name, e.g. "int8 weight-only"
     rounding: float | None  # measured max |Δlogit|, n tokens together vs alone (0.0: bit-exact; None: not measured)
+    max_verify_tokens: int | None  # the most rows one forward computes exactly as 1-token forwards do (None: any)
 
     @property
     def device(self) -> torch.device: ...
@@ -46,3 +47,6 @@ class Model(Protocol):
     def forward(self, token_ids: list[int], cache, parents: list[int] | None = None,
                 logits_rows: int | None = None) -> ForwardOutput:
         """Append `token_ids` after the cached positions (a tree with `parents`); logits and hidden states per row."""
+
+    def new_cache(self):
+        """An empty cache of this backend's kind (core/kv.py's verbs work on it)."""

@@ -71,11 +71,13 @@ class SpeculativeEngine:
         self.method = method  # the registry's name: what this engine's accepted tokens are labelled in the trace
         self.eos = frozenset(eos_token_ids)
         self.clock = Clock(target.device)
+        rows = getattr(target, "max_verify_tokens", None)  # None: any number of rows verifies exactly
+        self.max_draft = rows - 1 if rows else 1 << 30
 
     def prefill(self, prompt_ids: list[int]) -> Prefix:
         """The prompt pass alone, to share between runs of this prompt on this target (`generate(..., prefix=)`)."""
         self._check_prompt(prompt_ids)
-        cache = new_cache()
+        cache = new_cache(self.target)
         t0 = self.clock()
         hidden = self.target.prefill(list(prompt_ids[:-1]), cache) if len(prompt_ids) > 1 else None
         seconds = self.clock() - t0
@@ -111,8 +113,9 @@ class SpeculativeEngine:
         while True:
             remaining = config.max_new_tokens - produced
             room = self.target.max_positions - len(tokens)
-            # 1. Propose: at most what still fits (the target always adds one token of its own).
-            limit = max(0, min(schedule.length, remaining - 1, room - 1))
+            # 1. Propose: at most what still fits (the target always adds one token of its own) and what the target
+            #    verifies exactly in one forward (a backend whose larger batches change the numbers caps it).
+            limit = max(0, min(schedule.length, remaining - 1, room - 1, self.max_draft))
             t0 = self.clock()
             draft = self.drafter.propose(
                 state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold,

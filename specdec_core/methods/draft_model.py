@@ -7,5 +7,5 @@ from specdec_core.methods.neural import NeuralDrafter
 
 class DraftModelDrafter(NeuralDrafter):
     def __init__(self, draft: LanguageModel, target_vocab_size: int):
-        super().__init__(draft.forward, target_vocab_size)
+        super().__init__(draft.forward, target_vocab_size, draft.new_cache)
         self.model = draft

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from transformers import DynamicCache
 
 from specdec_core.core.kv import cache_length, crop, new_cache
 from specdec_core.core.backend import ForwardOutput
@@ -20,7 +19,7 @@ ForwardFn = Callable[..., ForwardOutput]  # (token_ids, cache, logits_rows=None)
 class NeuralState:
     """One request's draft KV cache and the tokens it holds."""
 
-    cache: DynamicCache = field(default_factory=new_cache)
+    cache: object = field(default_factory=new_cache)  # a DynamicCache, or the drafting backend's own
     cached: list[int] = field(default_factory=list)
 
 
@@ -29,12 +28,13 @@ class NeuralDrafter:
     longest prefix shared with the committed tokens (rejected draft tokens are dropped) and forwards what is missing."""
 
 
-    def __init__(self, forward: ForwardFn, vocab_size: int):
+    def __init__(self, forward: ForwardFn, vocab_size: int, make_cache: Callable[[], object] = new_cache):
         self._forward = forward
         self.vocab_size = vocab_size  # the target's: q rows are padded/truncated to it
+        self._make_cache = make_cache  # the drafting model's backend's cache
 
     def start(self) -> NeuralState:
-        return NeuralState()
+        return NeuralState(self._make_cache())
 
     def _sync(self, state: NeuralState, tokens: list[int]) -> torch.Tensor:
         """Make the cache cover tokens[:-1] plus tokens[-1]; return the logits after tokens[-1]."""

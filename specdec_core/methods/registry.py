@@ -113,6 +113,9 @@ def parse_method(method: str) -> str:
 def build_drafter(method: str, target, draft=None, options: MethodOptions = MethodOptions()):
     """A drafter for one request (its caches are its own; weights are shared read-only)."""
     method = parse_method(method)
+    why = getattr(target, "refused", {}).get(method)  # a backend that cannot run it says why
+    if why:
+        raise ConfigError(f"{method} is not offered on the {target.backend} backend: {why}")
     return NoDrafter() if method == REFERENCE else REGISTRY[method].build(target, draft, options)
 
 

@@ -22,7 +22,10 @@ def timing_context(target: LanguageModel, prompt: list[int], gamma: int, hidden:
     """The engine's context right after a prompt pass (greedy): the target's features of every prompt token but the
     last (Medusa heads read the last row; an EAGLE head reads them all); a chain of `gamma`, a tree of `gamma` nodes.
     `hidden`: those features when already computed."""
-    features = Features(target.forward(prompt[:-1], new_cache()).hidden if hidden is None else hidden)
+    if hidden is None:  # a backend without hidden states (hidden_size 0) has no features to give
+        hidden = (target.forward(prompt[:-1], new_cache(target)).hidden if target.hidden_size
+                  else torch.empty(len(prompt) - 1, 0))
+    features = Features(hidden)
     gen = torch.Generator(device=target.device).manual_seed(0)
     return DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, features.last(), gamma, features)  # a tree: γ nodes
 

@@ -1,0 +1,100 @@
+"""The llama.cpp backend on the embedded GGUF files as they ship: the exactness probe, a refused batch above the
+exact size, greedy equality with llama.cpp-backed plain decoding for every method it offers (and a clear refusal for
+the rest), and exact speculative sampling (chi-square). Skipped without llama-cpp-python, unless
+SPECDEC_REQUIRE_LLAMACPP=1 (CI installs it and sets that, so a failed install fails here)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from specdec_core.backends import llamacpp
+from specdec_core.core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
+from specdec_core.core.engine import SpeculativeEngine
+from specdec_core.core.session import encode_prompt, eos_token_ids, run
+from specdec_core.methods.registry import METHODS, build_drafter
+from specdec_core.settings import DEFAULT_DRAFT, DEFAULT_TARGET
+
+pytestmark = pytest.mark.embedded
+if not llamacpp.available():
+    if os.environ.get("SPECDEC_REQUIRE_LLAMACPP") == "1":
+        raise RuntimeError(f"SPECDEC_REQUIRE_LLAMACPP=1 but llama-cpp-python is missing: {llamacpp.INSTALL}")
+    pytest.skip(f"llama-cpp-python is not installed: {llamacpp.INSTALL}", allow_module_level=True)
+
+PROMPTS = ("def is_prime(n: int) -> bool:\n    \"\"\"Return True if n is prime.\"\"\"\n",
+           "from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n    \"\"\"Is the balance ever "
+           "below zero?\"\"\"\n")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    target, tokenizer = llamacpp.load(DEFAULT_TARGET)
+    draft, _ = llamacpp.load(DEFAULT_DRAFT, target=False)
+    return target, draft, tokenizer
+
+
+def test_the_probe_finds_an_exact_batch_and_a_larger_one_is_refused(pair):
+    target, _, _ = pair
+    k = target.max_verify_tokens
+    assert k is not None and k >= 2 and target.rounding == 0.0 and target.exact
+    cache = target.new_cache()
+    target.prefill(list(range(1000, 1020)), cache)
+    if k < llamacpp.PROBE_MAX_ROWS:
+        with pytest.raises(ConfigError, match=f"at most {k} are"):
+            target.forward(list(range(1020, 1021 + k)), cache)
+    assert cache.length == 20  # a refused forward writes nothing
+    out = target.forward(list(range(1020, 1020 + k)), cache)
+    assert out.logits.shape == (k, target.vocab_size) and cache.length == 20 + k
+
+
+def test_a_copied_cache_continues_bit_for_bit(pair):
+    target, _, _ = pair
+    a = target.new_cache()
+    target.prefill(list(range(2000, 2030)), a)
+    b = a.copy()
+    assert torch.equal(target.forward([2030], a).logits, target.forward([2030], b).logits)
+    a.crop(10)
+    assert a.length == 10 and b.length == 31
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "ar"])
+def test_greedy_equals_llamacpp_plain_decoding_or_the_method_is_refused(pair, method):
+    target, draft, tokenizer = pair
+    if method in llamacpp.REFUSED:
+        with pytest.raises(ConfigError, match=f"not offered on the llamacpp backend: {llamacpp.REFUSED[method][:20]}"):
+            build_drafter(method, target, draft)
+        return
+    eos = eos_token_ids(tokenizer, target)
+    config = GenerationConfig(max_new_tokens=40, draft=DraftConfig(num_draft_tokens=6))
+    for text in PROMPTS:
+        prompt = encode_prompt(tokenizer, text)
+        ar = run(SpeculativeEngine(target, None, eos), "ar", prompt, config)
+        spec = run(SpeculativeEngine(target, build_drafter(method, target, draft), eos, method=method), method, prompt,
+                   config)
+        assert spec.token_ids == ar.token_ids, (method, tokenizer.decode(spec.token_ids), tokenizer.decode(ar.token_ids))
+        assert max(r.num_draft_requested for r in spec.rounds) <= target.max_verify_tokens - 1
+    assert method != "draft" or spec.stats.accepted > 0
+
+
+def test_sampling_keeps_the_target_distribution(pair):
+    """The first sampled token of a speculative run (draft model, γ 3) is distributed as the target's p."""
+    target, draft, tokenizer = pair
+    prompt = encode_prompt(tokenizer, PROMPTS[0])
+    sampling = SamplingConfig(temperature=1.0, top_k=8)
+    engine = SpeculativeEngine(target, build_drafter("draft", target, draft), method="draft")
+    prefix = engine.prefill(prompt)
+    p = torch.softmax(target.forward([prompt[-1]], prefix.cache.copy()).logits[0].float(), -1)
+    top = torch.topk(p, 8).indices
+    counts, drafted = torch.zeros(8), 0
+    n = 200
+    for seed in range(n):
+        config = GenerationConfig(max_new_tokens=4, seed=seed, sampling=sampling,
+                                  draft=DraftConfig(num_draft_tokens=3))
+        first = next(engine.generate(prompt, config, prefix))  # one round: 3 drafted, verified, then a correction/bonus
+        token = first.emitted[0]
+        drafted += len(first.drafted)
+        counts[(top == token).nonzero()[0, 0]] += 1
+    expected = p[top] / p[top].sum() * n
+    assert drafted == 3 * n and chisquare(counts.numpy(), expected.numpy()).pvalue > 1e-3
