@@ -297,7 +297,8 @@ def cmd_bench(args) -> int:
             print(f"resuming from {args.resume}: {resumed} prompt run(s) already done", file=sys.stderr)
     records = run_bench(prompts, bench, target, draft, tokenizer, progress=not args.no_progress,
                         checkpoint=checkpoint)
-    rows = summarise(records, greedy=config.sampling.greedy, profile=profile)
+    rows = summarise(records, greedy=config.sampling.greedy, profile=profile,
+                     llamacpp_target=args.backend == "llamacpp")
     meta = {
         "command": "python -m specdec_core " + " ".join(shlex.quote(a) for a in args.argv),
         "prompts": [p.id for p in prompts], "methods": list(methods), "config": asdict(config),
@@ -320,7 +321,8 @@ def cmd_bench(args) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
     }
-    cats = by_category(records, {p.id: p.category for p in prompts}, greedy=config.sampling.greedy, profile=profile)
+    cats = by_category(records, {p.id: p.category for p in prompts}, greedy=config.sampling.greedy, profile=profile,
+                       llamacpp_target=args.backend == "llamacpp")
     write_json(args.json, to_json(meta, rows, records, cats))
     if args.plot:
         write_plot(args.plot, meta, rows, records, cats)

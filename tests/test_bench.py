@@ -132,6 +132,13 @@ def test_a_peer_that_differs_is_a_finding_and_ours_a_failure():
     assert to_json({"command": "x"}, rows, records())["peer_mismatches"] == peer_mismatches(rows)
 
 
+def test_llamacpp_peers_are_compared_only_when_our_target_runs_the_same_gguf():
+    runs = records()[:1] + [RunRecord("llamacpp-ar", "p0", 0, [1, 2, 7, 4], 1.0, 1.0, 1.0)]
+    other, same = summarise(runs, greedy=True)[-1], summarise(runs, greedy=True, llamacpp_target=True)[-1]
+    assert other.compared == 0 and other.mismatches == [] and "other weights" in table([other])
+    assert same.compared == 1 and same.peer and same.first_difference == 2 and "differs (peer" in table([same])
+
+
 def test_reports(tmp_path):
     rows = summarise(records(), greedy=True)
     text = table(rows)

@@ -28,14 +28,17 @@ def find_mismatches(runs: list[Run], reference: str = REFERENCE) -> dict[str, li
     return {m: v for m, v in out.items() if v}
 
 
-def summarise(runs: list[Run], greedy: bool, reference: str = REFERENCE, profile=None) -> list[Row]:
-    """One Row per method, in first-seen order, each paired prompt by prompt with the reference's runs."""
+def summarise(runs: list[Run], greedy: bool, reference: str = REFERENCE, profile=None,
+              llamacpp_target: bool = False) -> list[Row]:
+    """One Row per method, in first-seen order, each paired prompt by prompt with the reference's runs. The llama.cpp
+    peers run the GGUF's own weights: compared token for token only when our target runs them too (`llamacpp_target`)."""
     by_method: dict[str, list[Run]] = defaultdict(list)
     for r in runs:
         by_method[r.method].append(r)
     refs = by_method.get(reference, [])
     return [compare(these, refs, tree=is_tree(method), cost=cost(profile, method), greedy=greedy,
-                    peer=is_peer(method), comparable=method not in OTHER_WEIGHTS, profiled=profile is not None)
+                    peer=is_peer(method), comparable=llamacpp_target or method not in OTHER_WEIGHTS,
+                    profiled=profile is not None)
             for method, these in by_method.items()]
 
 
@@ -49,7 +52,8 @@ def our_mismatches(rows: list[Row]) -> dict[str, list[str]]:
     return {r.method: r.mismatches for r in rows if not r.peer and r.mismatches}
 
 
-def by_category(runs: list[Run], categories: dict[str, str], greedy: bool, profile=None) -> dict[str, list[Row]]:
+def by_category(runs: list[Run], categories: dict[str, str], greedy: bool, profile=None,
+                llamacpp_target: bool = False) -> dict[str, list[Row]]:
     """Per category (Spec-Bench's task categories), the per-method Rows of its prompts' runs (a conversation's turns
     `id#k` count for its prompt). Prompts without a category are left out; none at all gives {}."""
     def category(prompt_id: str) -> str:
@@ -60,5 +64,5 @@ def by_category(runs: list[Run], categories: dict[str, str], greedy: bool, profi
         if category(r.prompt_id):
             out[category(r.prompt_id)].append(r)
     order = list(dict.fromkeys([REFERENCE] + [r.method for r in runs]))  # the same method order in every category
-    return {c: sorted(summarise(rs, greedy=greedy, profile=profile), key=lambda row: order.index(row.method))
+    return {c: sorted(summarise(rs, greedy=greedy, profile=profile, llamacpp_target=llamacpp_target), key=lambda row: order.index(row.method))
             for c, rs in out.items()}

@@ -28,7 +28,7 @@ def table(rows: list[Row]) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         differs = f"{'differs (peer, not bit-exact)' if r.peer else '✗'} {r.mismatch_count} of {r.compared}"
-        same = ("other weights" if r.method in OTHER_WEIGHTS else "–" if not r.compared else
+        same = ("other weights" if r.method in OTHER_WEIGHTS and not r.compared else "–" if not r.compared else
                 differs if r.mismatches else "✓")
         lines.append(
             f"| {r.method} | {r.tokens} | {r.end_to_end_tokens_per_second:.2f} | {_f(r.end_to_end_speedup, '.2f', '×')} "
