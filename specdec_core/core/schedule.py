@@ -14,6 +14,7 @@ PRIOR_TRIED = 4.0  # before any round, the prior counts as this many rounds' wor
 PRIOR_RATE = 0.7  # per-position acceptance assumed without a measured prior (Cost.prior)
 FREE_ROW = 0.02  # a tree's extra node rides along where one more verified row costs under 2% of a plain step
 PROBE_EVERY = 8  # this often, draft one token more than is predicted to pay (one where none would), to keep measuring
+# (unless no acceptance at all could pay here: `could_pay`)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class DraftLengthSchedule:
         self.accepted = [PRIOR_TRIED * (self.cost.prior_rate(i) if self.cost else PRIOR_RATE)
                          for i in range(config.max_adaptive_tokens)]
         self.rounds = 0
+        self._payable: bool | None = None  # could_pay(), computed once
         self.length = self._best() if self.cost else config.num_draft_tokens
 
     @property
@@ -67,9 +69,20 @@ class DraftLengthSchedule:
             nodes += 1
         return nodes
 
+    def could_pay(self) -> bool:
+        """Would a draft that is always right beat plain decoding at some length? Where it would not (a second
+        verified row costs a whole step, as on llama.cpp on 2 cores), no acceptance can pay, and a probe is pure
+        loss: a drafter with its own cache (a draft model) first catches up over every token since its last draft."""
+        if self._payable is None:
+            T, d = self.cost.target_ms, self.cost.draft_ms
+            plain = 1.0 / T(1)
+            self._payable = any((n + 1) / (n * d + T(n + 1)) > plain
+                                for n in range(1, self.config.max_adaptive_tokens + 1))
+        return self._payable
+
     def _best(self) -> int:
         best = max(range(self.config.max_adaptive_tokens + 1), key=self.expected_rate)
-        if self.rounds % PROBE_EVERY:
+        if self.rounds % PROBE_EVERY or not self.could_pay():
             return best
         return min(best + 1, self.config.max_adaptive_tokens)  # a probe: one position further than pays, to measure it
 
