@@ -7,7 +7,7 @@ import inspect
 
 import gradio as gr
 
-from .resources import STORE, NotReady
+from .resources import NotReady, store
 
 
 def gpu(fn):
@@ -19,9 +19,12 @@ def gpu(fn):
     return spaces.GPU(duration=180)(fn)
 
 
-def models():
+def models(backend: str | None = None):
+    """The loaded models for `backend` (None or auto: the page's default), or a message for the user."""
     try:
-        return STORE.get()
+        return store(backend).get()
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
     except NotReady as e:
         raise gr.Error(str(e)) from None
 

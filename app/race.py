@@ -16,6 +16,7 @@ from specdec_core.core.run import REFERENCE, Row, Run, compare
 from specdec_core.methods.recommend import prompt_kind
 from specdec_core.methods.timing import cost
 from specdec_core.core.session import encode_prompt
+from specdec_core.core.schedule import perfect_draft_speedup
 from specdec_core.core.trace import Round
 from specdec_core.settings import MAX_DRAFT_TOKENS, MAX_PROMPT_TOKENS, PAGE_MAX_NEW_TOKENS
 
@@ -104,7 +105,13 @@ class RaceRecord:
         """(predicted decode speedup, how): from the cost profile when it is measured; else the Leviathan bound
         (chains only), which assumes a verify forward costs one step."""
         if cmp.alpha is None:
-            return None, "nothing drafted"
+            c = cost(self.profile, self.request.method)
+            if c is None:
+                return None, "nothing drafted"
+            best, n = perfect_draft_speedup(c, MAX_DRAFT_TOKENS)
+            return 1.0, (f"no drafting pays on this machine and backend: even a draft that is always right would "
+                          f"reach {best:.2f}× (γ {n}: T({n + 1}) = {c.target_ms(n + 1):.0f} ms vs T(1) = "
+                          f"{c.target_ms(1):.0f} ms), so the cost-aware length drafted nothing")
         nodes = max(1, round(cmp.mean_gamma))
         if cmp.predicted_speedup is not None:
             p = self.profile

@@ -4,7 +4,10 @@ while the embedded pair is converted on first start.
 Which models: SPECDEC_TARGET / SPECDEC_DRAFT (embedded names, local directories or Hugging Face Hub ids; defaults:
 the embedded Qwen2.5-Coder 1.5B / 0.5B pair); SPECDEC_TARGET_REPR: the target's representation (default auto: the
 fastest bit-exact one on this machine). SPECDEC_TARGET=tiny-random serves a tiny random-weight model with the
-embedded tokenizer (for tests; its text is gibberish and the page says so)."""
+embedded tokenizer (for tests; its text is gibberish and the page says so).
+
+Which backend: SPECDEC_BACKEND (default auto: the backend whose plain decoding is fastest on this machine,
+backends/choice.py). The page can race on another backend too: `store(backend)` loads it on first use."""
 from __future__ import annotations
 
 import threading
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoTokenizer
 
+from specdec_core.backends import choice, llamacpp
 from specdec_core.backends.exact import make_exact, self_check
 from specdec_core.backends.lm import LanguageModel
 from specdec_core.backends.models import embedded_dir, perturbed_copy, tiny_model
@@ -22,8 +26,8 @@ from specdec_core.core.kv import crop, new_cache
 from specdec_core.core.session import eos_token_ids
 from specdec_core.methods import timing
 from specdec_core.methods.registry import build_drafter
-from specdec_core.settings import (DEFAULT_TARGET, draft_representation, page_draft, page_draft_repr, page_target,
-                                   page_target_repr)
+from specdec_core.settings import (BACKENDS, DEFAULT_TARGET, draft_representation, page_backend, page_draft,
+                                   page_draft_repr, page_target, page_target_repr)
 
 TINY = "tiny-random"
 
@@ -35,6 +39,8 @@ class Models:
     tokenizer: object
     eos: tuple[int, ...]
     label: str  # what the page says is running
+    backend: str = "torch"  # backends/: torch or llamacpp
+    backend_reason: str = ""  # why (auto's measurement, or asked for)
     _drafters: dict = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -49,10 +55,18 @@ class Models:
     def device_label(self) -> str:
         dev = self.target.device
         where = f"GPU ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
-        return f"{where}, target {describe(self.target)}"
+        return f"{where}, {choice.display(self.backend)}, target {describe(self.target)}"
 
 
-def _load(target_name: str, draft_name: str) -> Models:
+def _load(target_name: str, draft_name: str, backend: str = "torch", reason: str = "") -> Models:
+    if backend == "llamacpp":
+        if target_name == TINY:
+            raise ValueError("llama.cpp runs the embedded GGUF files only, not the tiny random-weight test model")
+        target, tokenizer = llamacpp.load(target_name)
+        draft, _ = llamacpp.load(draft_name, target=False)
+        warm_up(target, draft)
+        return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target),
+                      f"target {target_name} · draft {draft_name} (GGUF)", "llamacpp", reason)
     if target_name == TINY:
         tokenizer = _embedded_tokenizer()
         target = tiny_model(seed=0, vocab_size=len(tokenizer), num_layers=4, hidden_size=64)
@@ -65,7 +79,18 @@ def _load(target_name: str, draft_name: str) -> Models:
         draft, how = _cheap_draft(draft_name, target.device.type)
         label = f"target {target_name} · draft {draft_name}{how}"
     warm_up(target, draft)
-    return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label)
+    return Models(target, draft, tokenizer, eos_token_ids(tokenizer, target), label, "torch", reason)
+
+
+def resolve(requested: str) -> choice.Choice:
+    """auto -> the backend whose plain decoding is fastest here (measured once per machine, cached)."""
+    if requested != choice.AUTO:
+        return choice.Choice(requested, f"asked for {choice.display(requested)}")
+    name = page_target()
+    if name == TINY:
+        return choice.Choice("torch", "auto: PyTorch (the tiny test model has no GGUF)")
+    loaders = {"torch": lambda: load_target(name, None, page_target_repr())[0], "llamacpp": lambda: llamacpp.load(name)[0]}
+    return choice.choose(name, loaders, target_repr=page_target_repr(), say=lambda m: None)
 
 
 def _cheap_draft(name: str, device: str) -> tuple[LanguageModel, str]:
@@ -85,9 +110,9 @@ def warm_up(*models: LanguageModel) -> None:
     """Forwards of 1..8 tokens after a short prompt, so the first timed race does not pay one-time kernel set-up for
     the shapes a verify forward uses (the first race on this page once measured 1.02x where later ones gave 1.3-1.5x)."""
     for lm in models:
-        cache = new_cache()
+        cache = new_cache(lm)
         lm.prefill([1, 2, 3, 4], cache)
-        for n in range(1, 9):
+        for n in range(1, min(8, getattr(lm, "max_verify_tokens", None) or 8) + 1):
             lm.forward(list(range(5, 5 + n)), cache)
             crop(cache, 4)
 
@@ -95,7 +120,8 @@ def warm_up(*models: LanguageModel) -> None:
 class ModelStore:
     """Loads once in the background; `get()` returns the models or raises NotReady with the current status."""
 
-    def __init__(self):
+    def __init__(self, backend: str = choice.AUTO):
+        self.backend = backend  # asked for: auto, torch or llamacpp
         self._models: Models | None = None
         self._error: str | None = None
         self._started = 0.0
@@ -104,6 +130,7 @@ class ModelStore:
         self.profile = None  # this machine's cost profile, measured (or read from the cache) after the models load
         self.profile_settled = False  # measured, read or failed: nothing more will change in the status line
         self._profile_note = ""
+        self._phase = ""
 
     def start(self) -> None:
         with self._lock:
@@ -114,7 +141,10 @@ class ModelStore:
 
     def _run(self) -> None:
         try:
-            self._models = _load(page_target(), page_draft())
+            self._phase = "Choosing the backend: timing plain decoding on each (once per machine, about a minute)"
+            picked = resolve(choice.parse(self.backend))
+            self._phase = ""
+            self._models = _load(page_target(), page_draft(), picked.backend, picked.reason)
         except Exception as e:  # noqa: BLE001 - shown on the page, the app keeps serving
             self._error = str(e)
             return
@@ -145,10 +175,13 @@ class ModelStore:
 
     def status(self) -> str:
         if self._models is not None:
-            return f"● Models ready: {self._models.label} on {self._models.device_label}.{self._profile_note}"
+            m = self._models
+            return (f"● Models ready: {m.label} on {m.device_label} ({m.backend_reason}).{self._profile_note}")
         if self._error is not None:
             return f"✗ Could not load the models: {self._error}"
         waited = time.time() - self._started if self._started else 0
+        if self._phase:
+            return f"… {self._phase}: {waited:.0f}s."
         return (f"… Loading models: {waited:.0f}s. The first start converts the embedded Qwen2.5-Coder pair "
                 "(about three minutes, once); later starts take seconds.")
 
@@ -168,4 +201,19 @@ class NotReady(RuntimeError):
     pass
 
 
-STORE = ModelStore()
+STORE = ModelStore(page_backend())  # the page's default backend (auto: the fastest plain decoding here)
+_STORES: dict[str, ModelStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def store(backend: str | None = None) -> ModelStore:
+    """The models for a backend the page offers (auto or None: the default store), loaded on first use."""
+    backend = choice.parse(backend)
+    if backend == choice.AUTO or backend == STORE.backend:
+        return STORE
+    if STORE.ready and STORE.get().backend == backend:
+        return STORE
+    with _STORES_LOCK:
+        if backend not in _STORES:
+            _STORES[backend] = ModelStore(backend)
+    return _STORES[backend]

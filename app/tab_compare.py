@@ -12,7 +12,7 @@ from specdec_core.methods.registry import REGISTRY
 from . import compare, race
 from .handling import bind, gpu, models
 from .render import message_html
-from .resources import STORE
+from .resources import store
 
 OUTPUTS = ("status", "verdict", "plot", "category_plot", "table", "outputs", "json_file", "html_file", "summary")
 
@@ -24,14 +24,15 @@ def _categories(state):
 
 @gpu
 def compare_handler(methods, prompt, num_draft_tokens, adaptive, temperature, top_p, seed, max_new_tokens, chat,
-                    cost_aware=True, prompt_set=compare.ONE_PROMPT):
+                    cost_aware=True, prompt_set=compare.ONE_PROMPT, backend="auto"):
     """Stream the comparison: dicts keyed by OUTPUTS names."""
     try:
         chosen = compare.parse_methods(methods)
         request = race.parse_request(prompt, chosen[0], num_draft_tokens, adaptive, temperature, top_p, seed,
                                      max_new_tokens, chat, cost_aware)
         shown = 0.0
-        for state, status in compare.run_compare(models(), request, chosen, STORE.profile, prompt_set):
+        for state, status in compare.run_compare(models(backend), request, chosen, store(backend).profile,
+                                                   prompt_set):
             # While a lane runs, only its line on the chart moves (rendering shares the CPU with the engine; a
             # browser redrawing every lane's coloured output each second slowed each later lane more); the table,
             # the outputs and the category chart follow when a lane ends.
@@ -55,7 +56,8 @@ def compare_handler(methods, prompt, num_draft_tokens, adaptive, temperature, to
 
 def build(r: dict) -> None:
     """Lay out and wire the tab; `r` holds the Race tab's components (the prompt and settings it compares on)."""
-    gr.Markdown("Race **every method** on the Race tab's prompt (or a suite) and settings: plain decoding first, then "
+    gr.Markdown("Race **every method** on the Race tab's prompt (or a suite), settings and backend: plain decoding "
+                "first, then "
                 "each method, "
                 "one after another (at the same time they would share the CPU and slow each other), each checked "
                 "against plain decoding.")
@@ -76,7 +78,7 @@ def build(r: dict) -> None:
             o["json_file"], o["html_file"] = gr.File(label="Comparison (JSON)"), gr.File(label="Report (HTML)")
         o["summary"] = gr.JSON(label="Summary")
     inputs = [methods] + [r[k] for k in ("prompt", "k", "adaptive", "temperature", "top_p", "seed", "max_new", "chat",
-                                         "cost_aware")] + [prompt_set]
+                                         "cost_aware")] + [prompt_set, r["backend"]]
     fn, outs = bind(compare_handler, {k: o[k] for k in OUTPUTS})
     event = run.click(fn, inputs, outs, api_name="compare", concurrency_limit=1, show_progress="minimal")
     stop.click(lambda: message_html("Stopped."), None, o["status"], cancels=[event], queue=False)

@@ -5,6 +5,7 @@ import time
 
 import gradio as gr
 
+from specdec_core.backends import choice
 from specdec_core.core.config import ConfigError
 from specdec_core.methods.recommend import prompt_kind, recommend
 from specdec_core import settings as S
@@ -13,10 +14,11 @@ from specdec_core.methods.registry import REGISTRY
 from . import race
 from .handling import bind, gpu, models
 from .render import legend_html, message_html, tokens_html
-from .resources import STORE
+from .resources import STORE, store
 
 UPDATE_SECONDS = 1.0  # live redraw interval of the race
 METHOD_CHOICES = [(spec.label, name) for name, spec in REGISTRY.items()]
+BACKEND_CHOICES = [("auto (fastest plain decoding here)", "auto"), ("PyTorch", "torch"), ("llama.cpp (GGUF)", "llamacpp")]
 # The /race endpoint's outputs, in the order gradio_client returns them (a stable API: keep the order).
 OUTPUTS = ("spec", "ar", "race_plot", "split_plot", "hist_plot", "headline", "status", "verdict", "record",
            "trace_file", "charts_file", "summary")
@@ -24,14 +26,14 @@ OUTPUTS = ("spec", "ar", "race_plot", "split_plot", "hist_plot", "headline", "st
 
 @gpu
 def race_handler(prompt, method, num_draft_tokens, adaptive, temperature, top_p, seed, max_new_tokens, chat,
-                 show_rejected, cost_aware=True):
+                 show_rejected, cost_aware=True, backend="auto"):
     """Stream the race: dicts keyed by OUTPUTS names."""
     try:
         request = race.parse_request(prompt, method, num_draft_tokens, adaptive, temperature, top_p, seed,
                                      max_new_tokens, chat, cost_aware)
-        m = models()
+        m = models(backend)
         record, shown, sent = None, 0.0, {}
-        for record, status in race.run_race(m, request, STORE.profile):
+        for record, status in race.run_race(m, request, store(backend).profile):
             # Redraw at most every UPDATE_SECONDS, for both runs alike: rendering shares the CPU with the engine (a
             # browser on the same 2 cores). So the per-round charts are drawn empty before the timed runs and full at
             # the end, never in between (redrawn live they loaded the speculative run alone: 1.29-1.39x against 1.5x
@@ -56,21 +58,54 @@ def race_handler(prompt, method, num_draft_tokens, adaptive, temperature, top_p,
            "record": record, "trace_file": trace_file, "charts_file": charts_file, "summary": record.summary()}
 
 
+def _store_or_default(backend):
+    try:
+        return store(backend)
+    except ValueError:
+        return STORE
+
+
 def rerender_tokens(record, show_rejected):
     return gr.skip() if record is None else tokens_html(record.spec.pieces, show_rejected)
 
 
-def advice_handler(chat) -> str:
+def _profile(backend):
+    try:
+        return store(backend).profile
+    except ValueError:
+        return None
+
+
+def advice_handler(chat, backend="auto") -> str:
     """Before the race: the method predicted fastest on this machine for this kind of prompt, or that none pays."""
-    kind = prompt_kind(chat)
-    text = recommend(STORE.profile, kind).text()
-    return (f"{text} <small>(this machine's measured costs × acceptance measured by the bench on {kind} prompts: "
-            f"a forecast, not this prompt's result)</small>") if STORE.profile else text
+    kind, profile = prompt_kind(chat), _profile(backend)
+    text = recommend(profile, kind).text()
+    return (f"{text} <small>(this machine's measured costs on {backend_name(backend)} × acceptance measured by the "
+            f"bench on {kind} prompts: a forecast, not this prompt's result)</small>") if profile else text
 
 
-def use_recommended(chat):
-    best = recommend(STORE.profile, prompt_kind(chat)).best
+def use_recommended(chat, backend="auto"):
+    best = recommend(_profile(backend), prompt_kind(chat)).best
     return best.method if best else gr.skip()
+
+
+def backend_name(backend) -> str:
+    """'llama.cpp' / 'PyTorch': the backend a race on this choice runs (auto: once resolved)."""
+    try:
+        st = store(backend)
+    except ValueError:
+        return str(backend)
+    return choice.display(st.get().backend if st.ready else st.backend)
+
+
+def backend_status(backend) -> str:
+    """The chosen backend's models: loading (started on first pick), ready, or why not."""
+    try:
+        st = store(backend)
+    except ValueError as e:
+        return str(e)
+    st.start()
+    return st.status() if st is not STORE else ""
 
 
 def _controls(examples: list[dict]) -> dict:
@@ -82,6 +117,9 @@ def _controls(examples: list[dict]) -> dict:
             c["chat"] = gr.Checkbox(label="Wrap in the chat template (instruct models)", value=examples[0]["chat"])
         with gr.Column(scale=2):
             c["method"] = gr.Radio(METHOD_CHOICES, value="draft", label="Drafter")
+            c["backend"] = gr.Radio(BACKEND_CHOICES, value="auto", label="Backend (both lanes run on it)",
+                                    elem_id="backend")
+            c["backend_status"] = gr.Markdown(elem_id="backend-status")
             with gr.Row():
                 c["advice"] = gr.Markdown(elem_id="advice")
                 c["use_best"] = gr.Button("Use it", size="sm", scale=0, min_width=80)
@@ -135,14 +173,22 @@ def build(examples: list[dict], record: gr.State, timer: gr.Timer, status: gr.Ma
         return ex["text"], ex["chat"], ex["method"]
 
     c["example"].change(pick_example, c["example"], [c["prompt"], c["chat"], c["method"]], queue=False)
-    timer.tick(lambda chat: (STORE.status(), advice_handler(chat), gr.Timer(active=not STORE.settled)), c["chat"],
-               [status, c["advice"], timer], show_progress="hidden", queue=False)
-    c["chat"].change(advice_handler, c["chat"], c["advice"], queue=False)
-    demo.load(advice_handler, c["chat"], c["advice"], queue=False)
-    c["use_best"].click(use_recommended, c["chat"], c["method"], queue=False)
+    def tick(chat, backend):
+        st = _store_or_default(backend)
+        return (STORE.status(), advice_handler(chat, backend), backend_status(backend),
+                gr.Timer(active=not (STORE.settled and st.settled)))
+
+    timer.tick(tick, [c["chat"], c["backend"]], [status, c["advice"], c["backend_status"], timer],
+               show_progress="hidden", queue=False)
+    c["chat"].change(advice_handler, [c["chat"], c["backend"]], c["advice"], queue=False)
+    c["backend"].change(lambda chat, backend: (advice_handler(chat, backend), backend_status(backend),
+                                               gr.Timer(active=True)),
+                        [c["chat"], c["backend"]], [c["advice"], c["backend_status"], timer], queue=False)
+    demo.load(advice_handler, [c["chat"], c["backend"]], c["advice"], queue=False)
+    c["use_best"].click(use_recommended, [c["chat"], c["backend"]], c["method"], queue=False)
     inputs = [c[k] for k in ("prompt", "method", "k", "adaptive", "temperature", "top_p", "seed", "max_new", "chat")]
     fn, outs = bind(race_handler, {k: o[k] for k in OUTPUTS})
-    event = c["run"].click(fn, inputs + [o["show_rejected"], c["cost_aware"]], outs, api_name="race",
+    event = c["run"].click(fn, inputs + [o["show_rejected"], c["cost_aware"], c["backend"]], outs, api_name="race",
                            concurrency_limit=2, show_progress="minimal")  # per-request state: no cross-talk
     c["stop"].click(lambda: message_html("Stopped."), None, o["status"], cancels=[event], queue=False)
     o["show_rejected"].change(rerender_tokens, [record, o["show_rejected"]], o["spec"], queue=False)

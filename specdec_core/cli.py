@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from specdec_core.backends.models import EMBEDDED, ModelLoadError, embedded_dir
+from specdec_core.backends import choice
 from specdec_core.backends import llamacpp as llamacpp_backend
 from specdec_core.backends.representation import REPRESENTATIONS, describe, load_target
 from specdec_core.backends.representation import load_draft as representation_load_draft
@@ -51,10 +52,11 @@ def add_model_args(p) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET, help="embedded name, local dir or Hub id")
     p.add_argument("--draft", default=DEFAULT_DRAFT, help="draft model for --method draft")
     p.add_argument("--device", help="cpu, cuda, ... (default: automatic)")
-    p.add_argument("--backend", choices=S.BACKENDS, default=S.DEFAULT_BACKEND,
-                   help="torch (default) or llamacpp: target and draft run by llama.cpp from the embedded GGUF files as "
-                        "they ship (Q4_K_M), verified exactly up to the batch size measured at load "
-                        f"(optional: {llamacpp_backend.INSTALL})")
+    p.add_argument("--backend", default=S.DEFAULT_BACKEND, metavar="auto|torch|llamacpp",
+                   help="auto (default): the backend whose plain decoding is fastest on this machine (measured once, "
+                        "cached), so speedups are against the fastest plain decoding here; torch; or llamacpp: target "
+                        "and draft run by llama.cpp from the embedded GGUF files as they ship (Q4_K_M), verified "
+                        f"exactly up to the batch size measured at load (optional: {llamacpp_backend.INSTALL})")
     p.add_argument("--target-repr", default="auto",
                    help=f"target representation: {', '.join(REPRESENTATIONS)} (default auto: the fastest exact one "
                         "here; every one runs bit-exact)")
@@ -200,8 +202,32 @@ def load_draft(args):
                                      per_channel=args.draft_quant_granularity == "channel")
 
 
+def resolve_backend(args) -> None:
+    """--backend auto -> the backend whose plain decoding is fastest here (backends/choice.py), said on stderr; the
+    choice is kept in args.backend_choice for the JSON."""
+    names = parse_backends(args.backend)
+    if len(names) != 1:
+        raise ConfigError(f"--backend takes one backend here (a list, e.g. torch,llamacpp, is for bench), got "
+                          f"{args.backend!r}")
+    args.backend = names[0]
+    if args.backend != choice.AUTO:
+        args.backend_choice = choice.Choice(args.backend, f"asked for {args.backend}")
+        return
+    loaders = {b: (lambda b=b: load_target_arg(argparse.Namespace(**{**vars(args), "backend": b}))[0])
+               for b in S.BACKENDS}
+    representation = DTYPE_REPR[args.dtype] if args.dtype else args.target_repr
+    args.backend_choice = choice.choose(args.target, loaders, args.device, representation,
+                                        refresh=getattr(args, "refresh", False),
+                                        say=lambda m: print(m, file=sys.stderr))
+    args.backend = args.backend_choice.backend
+    print(f"backend: {args.backend_choice.reason}" + (" [cached]" if args.backend_choice.cached else ""),
+          file=sys.stderr)
+
+
 def load_target_arg(args):
     """The exact target in the representation asked for (--dtype is the dense shorthand), or llama.cpp's."""
+    if not hasattr(args, "backend_choice"):
+        resolve_backend(args)
     if args.backend == "llamacpp":
         if not llamacpp_backend.available():
             raise ConfigError(f"--backend llamacpp needs llama-cpp-python: {llamacpp_backend.INSTALL}")
@@ -242,6 +268,8 @@ def cmd_generate(args) -> int:
             "config": asdict(config),
             "target_repr": describe(target),
             "target_repr_note": target.representation_note,
+            "backend": args.backend,
+            "backend_choice": args.backend_choice.reason,
         }))
     else:
         alpha = "n/a" if row.alpha is None else f"{row.alpha:.2f}"
@@ -254,6 +282,18 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def parse_backends(text: str) -> list[str]:
+    """'auto' | 'torch' | 'llamacpp' | a comma list of the two ('torch,llamacpp': both, one after the other)."""
+    names = [b.strip() for b in str(text).split(",") if b.strip()]
+    if len(names) > 1 and (choice.AUTO in names or len(set(names)) != len(names)):
+        raise ConfigError(f"--backend: one of auto, {', '.join(S.BACKENDS)}, or a list of distinct backends "
+                          f"(e.g. torch,llamacpp), got {text!r}")
+    for name in names or [""]:
+        if name not in (choice.AUTO,) + S.BACKENDS:
+            raise ConfigError(f"--backend: unknown backend {name!r} (one of auto, {', '.join(S.BACKENDS)})")
+    return names
+
+
 def cmd_bench(args) -> int:
     if args.check_exact is not None:
         if args.check_exact < 1:
@@ -262,6 +302,60 @@ def cmd_bench(args) -> int:
         if args.methods == ",".join(DEFAULT_BENCH_METHODS):
             args.methods = ",".join(METHODS)
     methods = parse_methods(args.methods)
+    config, options = parse_run_args(args)
+    backends = parse_backends(args.backend)
+    if not config.sampling.greedy and any(m in llamacpp.LLAMACPP_METHODS for m in methods):
+        raise ConfigError("the llama.cpp peers run greedy only; leave --temperature at 0 or drop them")
+    if args.check_exact is not None and not config.sampling.greedy:
+        raise ConfigError("--check-exact compares greedy outputs; leave --temperature at 0")
+    BenchConfig(methods, config, options, args.repeats)  # checks the numbers before any model loads
+    prompts = select(load_jsonl(args.prompts) if args.prompts else suite(args.suite), args.limit, args.skip,
+                     args.per_category)
+    for path in (args.json, args.plot):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    if len(backends) == 1:
+        args.backend = backends[0]
+        return bench_one(args, methods, config, options, prompts)
+    results, code = {}, 0
+    for backend in backends:  # one after the other, same prompts: never both at once on one CPU
+        one = argparse.Namespace(**{**vars(args), "backend": backend, "plot": None,
+                                    "json": args.json.with_suffix(f".{backend}.json"),
+                                    "resume": args.resume and args.resume.with_suffix(f".{backend}.ckpt")})
+        print(f"\n## backend {backend}", flush=True)
+        code = max(code, bench_one(one, methods, config, options, prompts))
+        results[backend] = json.loads(one.json.read_text())
+    combined = {"backends": results, "fastest": fastest_lines(results)}
+    write_json(args.json, combined)
+    print("\n## across backends (same prompts, one run; each speedup above is against its own backend's ar)")
+    for line in combined["fastest"]:
+        print(line)
+    print(f"wrote {args.json}", file=sys.stderr)
+    return code
+
+
+def fastest_lines(results: dict[str, dict]) -> list[str]:
+    """Each backend's fastest method against the fastest plain decoding of any backend in this run (our ar on each,
+    and llama.cpp's own plain generation where it ran): what a user would otherwise run."""
+    plain = {f"{r['method']} on {b}": r["end_to_end_tokens_per_second"] for b, res in results.items()
+             for r in res["summary"] if r["method"] in ("ar", "llamacpp-ar") and not r.get("error")}
+    if not plain:
+        return []
+    name, best_plain = max(plain.items(), key=lambda x: x[1])
+    lines = [f"fastest plain decoding: {name}, {best_plain:.2f} tok/s end to end"]
+    for b, res in results.items():
+        ours = [r for r in res["summary"] if not r["peer"] and r["method"] != REFERENCE and not r.get("error")]
+        if ours:
+            top = max(ours, key=lambda r: r["end_to_end_tokens_per_second"])
+            lines.append(f"best on {b}: {top['method']} {top['end_to_end_tokens_per_second']:.2f} tok/s = "
+                         f"{top['end_to_end_tokens_per_second'] / best_plain:.2f}× the fastest plain decoding "
+                         f"({top['end_to_end_speedup'] or 0:.2f}× its own backend's ar)")
+    return lines
+
+
+def bench_one(args, methods, config, options, prompts) -> int:
+    """The bench on one backend (auto resolved here): a table, the JSON (and plot); exit 1 on our mismatch."""
+    resolve_backend(args)
     if args.backend == "llamacpp":  # what llama.cpp cannot run: the hidden-state methods and transformers' generate
         off = [m for m in methods if m in llamacpp_backend.REFUSED or m.startswith("hf-")]
         if off:
@@ -272,17 +366,7 @@ def cmd_bench(args) -> int:
         print(f"skipping {', '.join(m for m in methods if m in llamacpp.LLAMACPP_METHODS)}: llama-cpp-python is not "
               f"installed. To include them: {llamacpp.INSTALL}", file=sys.stderr)
         methods = tuple(m for m in methods if m not in llamacpp.LLAMACPP_METHODS)
-    config, options = parse_run_args(args)
-    if not config.sampling.greedy and any(m in llamacpp.LLAMACPP_METHODS for m in methods):
-        raise ConfigError("the llama.cpp peers run greedy only; leave --temperature at 0 or drop them")
-    if args.check_exact is not None and not config.sampling.greedy:
-        raise ConfigError("--check-exact compares greedy outputs; leave --temperature at 0")
     bench = BenchConfig(methods, config, options, args.repeats)
-    prompts = select(load_jsonl(args.prompts) if args.prompts else suite(args.suite), args.limit, args.skip,
-                     args.per_category)
-    for path in (args.json, args.plot):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
     target, tokenizer = load_target_arg(args)
     draft = load_draft(args) if any(m in NEEDS_DRAFT for m in methods) else None
     profile = load_profile(args, target, draft, options, progress=not args.no_progress)
@@ -304,6 +388,7 @@ def cmd_bench(args) -> int:
         "prompts": [p.id for p in prompts], "methods": list(methods), "config": asdict(config),
         "target": args.target, "draft": args.draft, "target_repr": describe(target),
         "target_repr_note": target.representation_note, "device": str(target.device),
+        "backend": args.backend, "backend_choice": args.backend_choice.to_dict(),
         "draft_repr": draft.representation if draft else None,
         "threads": torch.get_num_threads(), "memory": PeakMemory(target.device).kind,
         "num_draft_tokens": config.draft.label,  # "auto": the cost-aware length (the default); else the fixed γ

@@ -56,7 +56,8 @@ DEFAULT_DRAFT = "qwen2.5-coder-0.5b"
 TARGET_REPRESENTATIONS = ("auto", "bf16", "fp16", "fp32", "int8")
 DRAFT_REPRESENTATIONS = ("auto", "bf16", "fp16", "fp32", "int8", "int4")
 BACKENDS = ("torch", "llamacpp")  # how the target and the draft run (backends/): PyTorch, or llama.cpp on the GGUF
-DEFAULT_BACKEND = "torch"
+DEFAULT_BACKEND = "auto"  # per machine, the backend whose plain decoding is fastest (backends/choice.py)
+ENV_BACKEND = "SPECDEC_BACKEND"  # the page's backend: auto (default), torch or llamacpp
 
 
 def draft_representation(requested: str, device_type: str, dense_dtype: str | None = None) -> str:
@@ -97,6 +98,10 @@ def page_draft() -> str:
 
 def page_target_repr() -> str:
     return env(ENV_TARGET_REPR, "auto")
+
+
+def page_backend() -> str:
+    return env(ENV_BACKEND, DEFAULT_BACKEND)
 
 
 def page_draft_repr() -> str:

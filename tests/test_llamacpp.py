@@ -98,3 +98,33 @@ def test_sampling_keeps_the_target_distribution(pair):
         counts[(top == token).nonzero()[0, 0]] += 1
     expected = p[top] / p[top].sum() * n
     assert drafted == 3 * n and chisquare(counts.numpy(), expected.numpy()).pvalue > 1e-3
+
+
+def test_auto_measures_both_backends_and_picks_the_faster_plain_decoding(tmp_path, monkeypatch):
+    """The real pair, both backends, measured here (the choice's cache goes to tmp_path; the converted models stay
+    where they are)."""
+    from specdec_core.backends import choice
+    from specdec_core.backends.representation import load_target
+
+    monkeypatch.setattr(choice, "cache_path", lambda k: tmp_path / "choice.json")
+    loaders = {"torch": lambda: load_target(DEFAULT_TARGET)[0], "llamacpp": lambda: llamacpp.load(DEFAULT_TARGET)[0]}
+    picked = choice.choose(DEFAULT_TARGET, loaders, device="cpu", say=lambda m: None)
+    assert set(picked.measured) == {"torch", "llamacpp"} and picked.backend == choice.pick(picked.measured)
+    assert picked.reason.startswith("auto: ") and "tok/s" in picked.reason
+    assert choice.choose(DEFAULT_TARGET, loaders, device="cpu", say=lambda m: None).cached
+
+
+def test_the_page_races_on_llamacpp_with_identical_tokens(pair):
+    """The page's models on llama.cpp (resources), a race with the cost-aware length and one with a fixed γ: both
+    lanes give the same tokens, and the cards name the backend."""
+    from app import race, resources
+
+    models = resources._load(DEFAULT_TARGET, DEFAULT_DRAFT, "llamacpp", "asked for llama.cpp")
+    assert models.backend == "llamacpp" and "llama.cpp" in models.device_label
+    for cost_aware in (True, False):
+        request = race.parse_request(PROMPTS[0], "draft", 4, False, 0.0, 1.0, 0, 24, False, cost_aware)
+        record = None
+        for record, _ in race.run_race(models, request, None):
+            pass
+        assert record.spec.token_ids == record.ar.token_ids and len(record.ar.token_ids) == 24
+        assert "llama.cpp" in record.device

@@ -17,6 +17,15 @@ PROBE_EVERY = 8  # this often, draft one token more than is predicted to pay (on
 # (unless no acceptance at all could pay here: `could_pay`)
 
 
+def perfect_draft_speedup(cost: "Cost", max_tokens: int) -> tuple[float, int]:
+    """(the best decode speedup a draft that is always right could reach here, at which length): the ceiling no
+    acceptance can beat: n + 1 tokens for n drafting steps and one (n + 1)-token forward, against T(1) per token."""
+    T, d = cost.target_ms, cost.draft_ms
+    rates = {n: (n + 1) / (n * d + T(n + 1)) * T(1) for n in range(1, max_tokens + 1)}
+    n = max(rates, key=rates.get)
+    return rates[n], n
+
+
 @dataclass(frozen=True)
 class Cost:
     """What a round costs here: target_ms(n) for a forward of n tokens, draft_ms per drafted token; and `prior`, the
@@ -74,10 +83,7 @@ class DraftLengthSchedule:
         verified row costs a whole step, as on llama.cpp on 2 cores), no acceptance can pay, and a probe is pure
         loss: a drafter with its own cache (a draft model) first catches up over every token since its last draft."""
         if self._payable is None:
-            T, d = self.cost.target_ms, self.cost.draft_ms
-            plain = 1.0 / T(1)
-            self._payable = any((n + 1) / (n * d + T(n + 1)) > plain
-                                for n in range(1, self.config.max_adaptive_tokens + 1))
+            self._payable = perfect_draft_speedup(self.cost, self.config.max_adaptive_tokens)[0] > 1.0
         return self._payable
 
     def _best(self) -> int:
