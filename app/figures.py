@@ -117,9 +117,13 @@ def tokens_per_round_figure(gamma: int) -> go.Figure:
     return fig
 
 
-def cost_curve_figure(profile) -> go.Figure:
+DEVICE_COLORS = ("#16a34a", "#0891b2", "#7c3aed", "#db2777", "#ea580c", "#ca8a04", "#64748b")
+
+
+def cost_curve_figure(profile, roofline: dict[str, dict[int, float]] | None = None) -> go.Figure:
     """This machine's T(n) / T(1) for a target forward of n tokens, beside the 'free verification' the textbook
-    formula assumes (1 for every n) and 'no batching at all' (n)."""
+    formula assumes (1 for every n), 'no batching at all' (n) and, when given, each device's roofline T(n) / T(1)
+    (device name -> {n: ratio}; thin lines: a model, not a measurement)."""
     ns = sorted(profile.target_ms)
     t1 = profile.target_ms[1]
     fig = go.Figure()
@@ -129,6 +133,28 @@ def cost_curve_figure(profile) -> go.Figure:
     fig.add_trace(go.Scatter(x=ns, y=[profile.target_ms[n] / t1 for n in ns], mode="lines+markers",
                              name=f"measured here ({profile.isa}, {profile.target_repr})",
                              text=[f"{profile.target_ms[n]:.0f} ms" for n in ns], line=dict(width=4, color="#2563eb")))
+    for i, (name, ratios) in enumerate((roofline or {}).items()):
+        xs = sorted(ratios)
+        fig.add_trace(go.Scatter(x=xs, y=[ratios[n] for n in xs], mode="lines", name=f"{name} (roofline)",
+                                 line=dict(width=2, color=DEVICE_COLORS[i % len(DEVICE_COLORS)])))
     fig.update_layout(title=f"Cost of verifying n tokens in one forward, relative to one step (T(1) = {t1:.0f} ms)",
                       xaxis_title="tokens in the forward (n)", yaxis_title="T(n) / T(1)", **LAYOUT)
+    return fig
+
+
+def device_speedup_figure(rows: list[dict], method: str, measured: float | None) -> go.Figure:
+    """Predicted speedup of `method` on each device (whatif rows: this machine's from its measured costs, the others'
+    from their roofline), all with this race's acceptance; the stopwatch's speedup here as a star."""
+    names = [r["name"] for r in rows]
+    values = [r["predicted_speedup"].get(method) for r in rows]
+    colors = ["#2563eb" if r["kind"] == "measured" else "#94a3b8" if r.get("estimate") else "#64748b" for r in rows]
+    text = [("—" if v is None else f"{v:.2f}× (γ {r['best_gamma'][method]})") for v, r in zip(values, rows)]
+    fig = go.Figure(go.Bar(x=names, y=[v or 0 for v in values], marker_color=colors, text=text,
+                           textposition="outside", name="predicted (best γ there)"))
+    if measured is not None:
+        fig.add_trace(go.Scatter(x=[names[0]], y=[measured], mode="markers", name=f"measured here: {measured:.2f}×",
+                                 marker=dict(symbol="star", size=18, color="#f59e0b", line=dict(width=1, color="#111"))))
+    fig.add_hline(y=1.0, line=dict(dash="dot", color="#9ca3af"))
+    fig.update_layout(title=f"{method}: this race's acceptance on each device (grey: datasheet estimate)",
+                      yaxis_title="predicted decode speedup", **LAYOUT)
     return fig

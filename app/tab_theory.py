@@ -5,6 +5,10 @@ import gradio as gr
 
 from specdec_core import settings as S
 
+from specdec_core.backends import roofline
+from specdec_core.bench import whatif
+from specdec_core.settings import page_draft, page_target
+
 from . import figures
 from .resources import STORE
 
@@ -33,17 +37,63 @@ def use_last_run(record):
     return max(1, min(16, round(m["gamma"]))), round(min(max(m["cost"], 0.0), 2.0), 3)
 
 
-def cost_curve_handler():
-    """This machine's measured T(n) (the profile), or a note while it is being measured."""
-    if STORE.profile is None:
+def _shapes(models):
+    return (roofline.shape_of_model(page_target(), models.target), roofline.shape_of_model(page_draft(), models.draft))
+
+
+def _report(record, profile, models) -> dict | None:
+    """whatif's rows for the page: this machine (measured costs) and the catalogue (roofline), with the last race's
+    acceptance when there is one, else the shipped priors."""
+    try:
+        acceptance = whatif.from_trace(record.summary()) if record is not None and record.spec.rounds else None
+    except (ValueError, KeyError):
+        acceptance = None
+    method = record.request.method if acceptance is not None else None
+    acceptance = acceptance or whatif.from_priors("code")
+    target, draft = _shapes(models)
+    return whatif.whatif(profile, target, draft, acceptance, [method] if method else None,
+                         max_verify_tokens=getattr(models.target, "max_verify_tokens", None))
+
+
+def cost_curve_handler(record=None):
+    """This machine's measured T(n) beside the devices' roofline, and after a race its acceptance on every device;
+    notes while the profile is being measured."""
+    profile = record.profile if record is not None and record.profile is not None else STORE.profile
+    if profile is None or not STORE.ready:
         return ("This machine's cost curve T(n) appears here once the background profile is measured "
-                "(`python -m specdec_core profile` measures it from the command line)."), None
-    p = STORE.profile
-    return (f"**Why verifying n tokens is nearly free on one CPU and not on another:** on this machine a forward of "
-            f"6 tokens costs {p.T(6) / p.T(1):.2f}× one step (T(1) = {p.T(1):.0f} ms, target {p.target_repr}, "
-            f"{p.isa}); one step reads {p.target_bytes / 1e9:.2f} GB at {p.bandwidth_gb_s:.1f} GB/s copy bandwidth, "
-            f"utilization {p.utilization:.0%}. The race's prediction uses these measured costs."), \
-        figures.cost_curve_figure(p)
+                "(`python -m specdec_core profile` measures it from the command line)."), None, "", None
+    models = STORE.get()
+    report = _report(record, profile, models)
+    p, here = profile, report["this_machine"]
+    shape = _shapes(models)[0]
+    sizes = sorted(n for n in p.target_ms if n <= 16)
+    curves = {d.name: {n: roofline.t_ms(d, shape, n) / roofline.t_ms(d, shape, 1) for n in sizes}
+              for d in roofline.CATALOGUE}
+    verdict = ("nearly free" if p.T(6) / p.T(1) < 1.3 else "far from free")
+    errors = ", ".join(f"T({n})/T(1) {here['measured_t_ratio'][n]:.2f} measured vs {here['roofline_t_ratio'][n]:.2f} "
+                       f"roofline" for n in here["measured_t_ratio"])
+    note = (f"**On this machine verifying is {verdict}:** a forward of 6 tokens costs {p.T(6) / p.T(1):.2f}× one step "
+            f"(T(1) = {p.T(1):.0f} ms, target {p.target_repr}, {p.isa}). One step reads {p.target_bytes / 1e9:.2f} GB "
+            f"at {p.bandwidth_gb_s:.1f} GB/s copy bandwidth: utilization {p.utilization:.0%}. The race's prediction "
+            f"uses these measured costs. The thin lines are a roofline, T(n) ≈ overhead + max(bytes / bandwidth, "
+            f"FLOPs(n) / peak), from each device's datasheet; here it gives {errors} (overhead "
+            f"{here['calibrated_overhead_ms']:.0f} ms calibrated from T(1); peak from the prompt pass). "
+            "`python -m specdec_core whatif` prints the table.")
+    rows = report["devices"]
+    method = next(iter(report["acceptance"]["per_position"]), None)
+    if record is None or not record.spec.rounds or method is None:
+        return note, figures.cost_curve_figure(p, curves), ("Run a race to see its acceptance carried to every "
+                                                            "device."), None
+    measured = report["acceptance"]["measured_speedup"].get(method)
+    lines = [f"- **{r['name']}**{' (datasheet estimate)' if r['estimate'] else ''}: "
+             f"{r['predicted_speedup'].get(method, 1.0):.2f}× at γ {r['best_gamma'].get(method, 0)}; {r['why']}."
+             for r in rows]
+    bars_note = (f"**This race's acceptance ({method}, α per position {', '.join(f'{a:.2f}' for a in report['acceptance']['per_position'][method][:5])}"
+                 f"…) on each device.** Utilization plain → speculative: "
+                 + "; ".join(f"{r['name']} {r['utilization']['plain']:.0%} → "
+                             f"{'–' if r['utilization']['speculative'] is None else format(r['utilization']['speculative'], '.0%')}"
+                             for r in rows) + ".\n\n" + "\n".join(lines))
+    return note, figures.cost_curve_figure(p, curves), bars_note, figures.device_speedup_figure(rows, method, measured)
 
 
 def build(record: gr.State, demo: gr.Blocks) -> dict:
@@ -57,17 +107,18 @@ def build(record: gr.State, demo: gr.Blocks) -> dict:
     note = gr.Markdown()
     with gr.Row():
         speed, tokens = gr.Plot(), gr.Plot()
-    curve_note, curve = gr.Markdown(), gr.Plot()
+    gr.Markdown("### Why it pays here and not there")
+    curve_note, curve = gr.Markdown(), gr.Plot(elem_id="hardware-curve")
+    bars_note, bars = gr.Markdown(elem_id="device-note"), gr.Plot(elem_id="device-bars")
     formula = ([gamma, cost, record], [speed, tokens, note])
     for control in (gamma, cost):
         control.change(theory_handler, *formula, queue=False)
     use.click(use_last_run, record, [gamma, cost], queue=False)
     demo.load(theory_handler, *formula, queue=False)
-    demo.load(cost_curve_handler, None, [curve_note, curve], queue=False)
-    return {"formula": formula, "curve": [curve_note, curve]}
+    demo.load(cost_curve_handler, None, [curve_note, curve, bars_note, bars], queue=False)
+    return {"formula": formula, "curve": ([record], [curve_note, curve, bars_note, bars])}
 
 
 def follow_race(event, t: dict):
     """After a race: redraw with its measured point and the (maybe newly measured) cost curve."""
-    return event.then(theory_handler, *t["formula"], queue=False).then(cost_curve_handler, None, t["curve"],
-                                                                        queue=False)
+    return event.then(theory_handler, *t["formula"], queue=False).then(cost_curve_handler, *t["curve"], queue=False)

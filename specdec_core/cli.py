@@ -21,7 +21,8 @@ from specdec_core.backends import choice
 from specdec_core.backends import llamacpp as llamacpp_backend
 from specdec_core.backends.representation import REPRESENTATIONS, describe, load_target
 from specdec_core.backends.representation import load_draft as representation_load_draft
-from specdec_core.bench import llamacpp, selfcheck
+from specdec_core.backends import roofline
+from specdec_core.bench import llamacpp, selfcheck, whatif
 from specdec_core.bench.aggregate import by_category, our_mismatches, peer_mismatches, summarise
 from specdec_core.bench.checkpoint import Checkpoint
 from specdec_core.bench.hf import hf_settings
@@ -142,6 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(max_new_tokens=S.SELFCHECK_NEW_TOKENS)
     check.add_argument("--json", type=Path, default=Path("out/selfcheck.json"), help="report file")
     check.add_argument("--no-progress", action="store_true")
+    what = sub.add_parser("whatif", help="this machine's measured T(n) beside a roofline for catalogue devices (H100, "
+                                         "A100, L4, RTX 4090, Apple M2, a laptop CPU): each method's best γ and "
+                                         "predicted speedup there, utilization plain → speculative")
+    add_model_args(what)
+    what.add_argument("--json", type=Path, help="also write the report here (one object: devices, this_machine)")
+    what.add_argument("--method", help="only this method (default: every one with a measured acceptance)")
+    what.add_argument("--from-trace", type=Path, metavar="TRACE",
+                      help="a race's trace JSON (the page's download): carry its acceptance to every device")
+    what.add_argument("--kind", choices=KINDS, default="code",
+                      help="without a trace: the shipped acceptance priors for code (default) or prose prompts")
+    what.add_argument("--context", type=int, default=whatif.CONTEXT,
+                      help="tokens already in the cache (the KV read grows with it)")
+    what.add_argument("--no-progress", action="store_true")
     sub.add_parser("prepare", help="convert the embedded models into the cache now")
     return parser
 
@@ -479,6 +493,38 @@ def cmd_selfcheck(args) -> int:
     return 0 if report["ok"] else 1
 
 
+def cmd_whatif(args) -> int:
+    _, options = parse_run_args(args)
+    methods = None
+    if args.method:
+        method = parse_method(args.method)
+        if method == REFERENCE:
+            raise ConfigError("--method: pick a speculative method (ar is the baseline every row divides by)")
+        methods = [method]
+    if not 1 <= args.context <= 1 << 20:
+        raise ConfigError(f"--context must be between 1 and {1 << 20}, got {args.context}")
+    try:
+        acceptance = whatif.read_trace(args.from_trace) if args.from_trace else whatif.from_priors(args.kind)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    target, _ = load_target_arg(args)
+    draft = load_draft(args)
+    profile = load_profile(args, target, draft, options, progress=not args.no_progress)
+    report = whatif.whatif(profile, roofline.shape_of_model(args.target, target),
+                           roofline.shape_of_model(args.draft, draft), acceptance, methods, args.context,
+                           getattr(target, "max_verify_tokens", None))
+    report["backend"] = args.backend
+    print(whatif.table(report))
+    for line in whatif.check_lines(report):
+        print(line)
+    for r in report["devices"]:
+        print(f"- {r['name']}: {r['why']}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        write_json(args.json, report)
+    return 0
+
+
 def cmd_prepare(args) -> int:
     for name in EMBEDDED:
         print(f"{name}: {embedded_dir(name)}")
@@ -490,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)
         commands = {"generate": cmd_generate, "bench": cmd_bench, "profile": cmd_profile, "selfcheck": cmd_selfcheck,
-                    "prepare": cmd_prepare}
+                    "prepare": cmd_prepare, "whatif": cmd_whatif}
         return commands[args.command](args)
     except (ConfigError, ModelLoadError) as e:
         print(f"error: {e}", file=sys.stderr)

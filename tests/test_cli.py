@@ -46,6 +46,13 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     (["profile", "--target-repr", "int4"], "this machine offers"),
     (["selfcheck", "--temperature", "0.7"], "greedy"),
     (["selfcheck", "--target-repr", "int4"], "this machine offers"),
+    (["whatif", "--method", "ar"], "pick a speculative method"),
+    (["whatif", "--method", "beam"], "unknown method"),
+    (["whatif", "--from-trace", "/does/not/exist.json"], "cannot read a race trace"),
+    (["whatif", "--context", "0"], "--context"),
+    (["generate", "--prompt", "x", "--backend", "onnx"], "unknown backend 'onnx'"),
+    (["generate", "--prompt", "x", "--backend", "torch,llamacpp"], "a list, e.g. torch,llamacpp, is for bench"),
+    (["bench", "--suite", "humaneval", "--backend", "torch,torch"], "distinct backends"),
 ])
 def test_bad_arguments_exit_nonzero_with_one_line(args, reason):
     proc = cli(*args)
@@ -86,3 +93,15 @@ def test_generate_json_on_embedded_pair():
     for key in ("tokens_per_second", "acceptance_rate", "mean_tokens_per_round", "target_forwards", "wall_seconds"):
         assert key in stats
     assert stats["target_forwards"] == len(out["rounds"])
+
+
+@pytest.mark.embedded
+def test_whatif_json_has_this_machine_first_and_the_catalogue(tmp_path):
+    out = tmp_path / "whatif.json"
+    proc = cli("whatif", "--json", str(out), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    rows = report["devices"]
+    assert rows[0]["kind"] == "measured" and len(rows) >= 7 and all(r["kind"] == "roofline" for r in rows[1:])
+    assert set(report["this_machine"]["measured_t_ratio"]) <= {"2", "4", "8"}
+    assert report["backend"] in ("torch", "llamacpp") and "| NVIDIA H100 SXM | roofline |" in proc.stdout
