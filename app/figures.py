@@ -135,8 +135,10 @@ def cost_curve_figure(profile, roofline: dict[str, dict[int, float]] | None = No
                              text=[f"{profile.target_ms[n]:.0f} ms" for n in ns], line=dict(width=4, color="#2563eb")))
     for i, (name, ratios) in enumerate((roofline or {}).items()):
         xs = sorted(ratios)
+        here = name == "this machine"
         fig.add_trace(go.Scatter(x=xs, y=[ratios[n] for n in xs], mode="lines", name=f"{name} (roofline)",
-                                 line=dict(width=2, color=DEVICE_COLORS[i % len(DEVICE_COLORS)])))
+                                 line=dict(width=2, dash="dash" if here else "solid",
+                                           color="#2563eb" if here else DEVICE_COLORS[i % len(DEVICE_COLORS)])))
     fig.update_layout(title=f"Cost of verifying n tokens in one forward, relative to one step (T(1) = {t1:.0f} ms)",
                       xaxis_title="tokens in the forward (n)", yaxis_title="T(n) / T(1)", **LAYOUT)
     return fig
@@ -155,6 +157,7 @@ def device_speedup_figure(rows: list[dict], method: str, measured: float | None)
         fig.add_trace(go.Scatter(x=[names[0]], y=[measured], mode="markers", name=f"measured here: {measured:.2f}×",
                                  marker=dict(symbol="star", size=18, color="#f59e0b", line=dict(width=1, color="#111"))))
     fig.add_hline(y=1.0, line=dict(dash="dot", color="#9ca3af"))
-    fig.update_layout(title=f"{method}: this race's acceptance on each device (grey: datasheet estimate)",
-                      yaxis_title="predicted decode speedup", **LAYOUT)
+    top = max([v or 0 for v in values] + [measured or 0, 1.0])
+    fig.update_layout(title=f"{method}: this race's acceptance on each device (light grey: datasheet estimate)",
+                      yaxis_title="predicted decode speedup", yaxis_range=[0, top * 1.2], **LAYOUT)
     return fig

@@ -108,7 +108,8 @@ class RaceRecord:
             c = cost(self.profile, self.request.method)
             if c is None:
                 return None, "nothing drafted"
-            best, n = perfect_draft_speedup(c, MAX_DRAFT_TOKENS)
+            longest = min(MAX_DRAFT_TOKENS, max(self.profile.target_ms) - 1)  # not past the sizes measured
+            best, n = perfect_draft_speedup(c, longest)
             return 1.0, (f"no drafting pays on this machine and backend: even a draft that is always right would "
                           f"reach {best:.2f}× (γ {n}: T({n + 1}) = {c.target_ms(n + 1):.0f} ms vs T(1) = "
                           f"{c.target_ms(1):.0f} ms), so the cost-aware length drafted nothing")

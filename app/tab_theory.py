@@ -44,12 +44,16 @@ def _shapes(models):
 def _report(record, profile, models) -> dict | None:
     """whatif's rows for the page: this machine (measured costs) and the catalogue (roofline), with the last race's
     acceptance when there is one, else the shipped priors."""
+    raced = record is not None and record.spec.rounds
+    method = record.request.method if raced else None
     try:
-        acceptance = whatif.from_trace(record.summary()) if record is not None and record.spec.rounds else None
-    except (ValueError, KeyError):
-        acceptance = None
-    method = record.request.method if acceptance is not None else None
-    acceptance = acceptance or whatif.from_priors("code")
+        acceptance = whatif.from_trace(record.summary()) if raced else whatif.from_priors("code")
+    except (ValueError, KeyError):  # the race drafted nothing: the method's shipped prior instead
+        kind = "code" if not record.request.chat else "prose"
+        acceptance = whatif.from_priors(kind)
+        acceptance = whatif.Acceptance({method: acceptance.per_position.get(method, [])},
+                                       f"this race drafted nothing, so the acceptance the bench measured for {method} "
+                                       f"on {kind} prompts", {method: record.summary()["decode_speedup"]})
     target, draft = _shapes(models)
     return whatif.whatif(profile, target, draft, acceptance, [method] if method else None,
                          max_verify_tokens=getattr(models.target, "max_verify_tokens", None))
@@ -68,7 +72,7 @@ def cost_curve_handler(record=None):
     shape = _shapes(models)[0]
     sizes = sorted(n for n in p.target_ms if n <= 16)
     curves = {d.name: {n: roofline.t_ms(d, shape, n) / roofline.t_ms(d, shape, 1) for n in sizes}
-              for d in roofline.CATALOGUE}
+              for d in (roofline.this_machine(p, shape, "this machine"),) + roofline.CATALOGUE}
     verdict = ("nearly free" if p.T(6) / p.T(1) < 1.3 else "far from free")
     errors = ", ".join(f"T({n})/T(1) {here['measured_t_ratio'][n]:.2f} measured vs {here['roofline_t_ratio'][n]:.2f} "
                        f"roofline" for n in here["measured_t_ratio"])
@@ -88,8 +92,9 @@ def cost_curve_handler(record=None):
     lines = [f"- **{r['name']}**{' (datasheet estimate)' if r['estimate'] else ''}: "
              f"{r['predicted_speedup'].get(method, 1.0):.2f}× at γ {r['best_gamma'].get(method, 0)}; {r['why']}."
              for r in rows]
-    bars_note = (f"**This race's acceptance ({method}, α per position {', '.join(f'{a:.2f}' for a in report['acceptance']['per_position'][method][:5])}"
-                 f"…) on each device.** Utilization plain → speculative: "
+    per = report["acceptance"]["per_position"].get(method) or []
+    bars_note = (f"**{report['acceptance']['source'][0].upper() + report['acceptance']['source'][1:]}, carried to each "
+                 f"device** (α per position {', '.join(f'{a:.2f}' for a in per[:5])}…). Utilization plain → speculative: "
                  + "; ".join(f"{r['name']} {r['utilization']['plain']:.0%} → "
                              f"{'–' if r['utilization']['speculative'] is None else format(r['utilization']['speculative'], '.0%')}"
                              for r in rows) + ".\n\n" + "\n".join(lines))

@@ -86,6 +86,18 @@ def why(device: Device, shape: Shape, context: int) -> str:
             "and only a long accepted run pays")
 
 
+def measured_why(profile) -> str:
+    """This machine's sentence, from its measured curve (the roofline may miss a backend's kernels)."""
+    extra = (profile.T(2) - profile.T(1)) / profile.T(1)
+    ns = sorted(profile.target_ms)
+    top = max(n for n in ns if n <= 8)
+    return (f"measured: a second verified row adds {extra:.0%} of a step and T({top})/T(1) = "
+            f"{profile.T(top) / profile.T(1):.2f}, so " + (
+                "verification is nearly free and a good draft pays" if extra < 0.15 else
+                "each verified row costs real time and only a long accepted run of cheap drafts pays" if extra < 0.6
+                else "a verified row costs almost a whole step and no draft can pay back its own cost"))
+
+
 def row(device: Device, shape: Shape, draft_shape: Shape, profile, acceptance: Acceptance, methods: list[str],
         context: int = CONTEXT, measured: bool = False, max_tokens: int = MAX_DRAFT_TOKENS) -> dict:
     """One device's row: T ratios, plain tok/s, each method's best γ and predicted speedup, utilization."""
@@ -132,7 +144,7 @@ def row(device: Device, shape: Shape, draft_shape: Shape, profile, acceptance: A
         "predicted_speedup": speedups, "best_gamma": gammas,
         "utilization": {"plain": round(plain_util, 3), "speculative": spec_util and round(spec_util, 3),
                         "method": top},
-        "why": why(device, shape, context),
+        "why": measured_why(profile) if measured else why(device, shape, context),
     }
 
 
