@@ -29,6 +29,32 @@ def test_T_interpolates_and_extrapolates():
     assert p.T(10) == pytest.approx(370.0)  # past 8: the slope of 4 -> 8
 
 
+def test_T_grows_with_the_context_along_the_two_measured_lengths():
+    p = fake(long_context_ms={1: 124.0, 2: 150.0, 4: 200.0, 8: 380.0})
+    span = prof.LONG_CONTEXT - prof.PROMPT_TOKENS
+    assert p.T(1, prof.PROMPT_TOKENS) == pytest.approx(100.0) and p.T(1, prof.LONG_CONTEXT) == pytest.approx(124.0)
+    assert p.T(2, prof.PROMPT_TOKENS + span * 2) == pytest.approx(120.0 + 2 * 30.0)  # linear past the long one
+    assert p.T(16, prof.LONG_CONTEXT) == pytest.approx(p.T(16) + 80.0 * 2)  # past 8: 8's growth, scaled per row
+    assert p.T(1) == 100.0 and fake().T(4, 5000) == 160.0  # no context given, or none measured: the short curve
+    assert p.T(8, 0) >= 0.6 * 300.0
+    cost = timing.cost(p, "draft")
+    assert cost.T(2, prof.LONG_CONTEXT) == pytest.approx(150.0) and cost.T(2) == 120.0
+
+
+def test_the_cost_aware_length_shortens_when_a_long_context_makes_rows_dear():
+    """Rows nearly free after a short prompt, dear after a long one: the schedule drafts less there."""
+    from specdec_core.core.config import DraftConfig
+    from specdec_core.core.schedule import DraftLengthSchedule
+
+    p = fake(target_ms={1: 100.0, 2: 102.0, 4: 106.0, 8: 114.0}, long_context_ms={1: 110.0, 2: 190.0, 4: 350.0, 8: 700.0})
+    cost = timing.cost(p, "draft")
+    short = DraftLengthSchedule(DraftConfig(5, cost_aware=True), cost, context=prof.PROMPT_TOKENS)
+    long = DraftLengthSchedule(DraftConfig(5, cost_aware=True), cost, context=3000)
+    assert short.length >= 3 and long.length == 0
+    short.update(0, 0, context=3000)
+    assert short.length == 0  # the context the engine reports each round moves the costs
+
+
 def test_prediction_by_hand():
     assert expected_tokens_from_positions([0.8, 0.5], 2) == pytest.approx(1 + 0.8 + 0.4)
     assert expected_tokens_from_positions([0.8], 3) == pytest.approx(1.8)  # unmeasured positions never accepted

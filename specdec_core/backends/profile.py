@@ -12,7 +12,7 @@ import hashlib
 import json
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -26,7 +26,10 @@ from specdec_core.settings import cache_root
 SIZES = (1, 2, 3, 4, 6, 8, 11, 16, 17)  # plain step, chains up to 16 drafts, trees up to 16 nodes + root (17: the
 # exact target runs row blocks of 16 where its kernel is not row-invariant, so T can step there)
 PROMPT_TOKENS = 120
-VERSION = 4  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured
+LONG_CONTEXT = 1024  # T(n) measured again after this many cached tokens: how a verify forward grows with the context
+LONG_SIZES = (1, 2, 4, 8)
+VERSION = 5  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured;
+# 5: T(n) after LONG_CONTEXT tokens too
 
 
 @dataclass(frozen=True)
@@ -44,19 +47,20 @@ class Profile:
     bandwidth_gb_s: float  # a large tensor copy: bytes read + written per second
     utilization: float  # bytes one 1-token target forward reads / T(1) / bandwidth
     target_bytes: int
+    long_context_ms: dict[int, float] = field(default_factory=dict)  # n -> ms after LONG_CONTEXT cached tokens
     version: int = VERSION
 
-    def T(self, n: int) -> float:
-        """ms for a target forward of n tokens, interpolated linearly between measured sizes (extrapolated past)."""
-        xs = sorted(self.target_ms)
-        if n in self.target_ms:
-            return self.target_ms[n]
-        lo = max([x for x in xs if x < n], default=xs[0])
-        hi = min([x for x in xs if x > n], default=None)
-        if hi is None:  # past the largest: the slope of the last two sizes
-            lo, hi = xs[-2], xs[-1]
-        slope = (self.target_ms[hi] - self.target_ms[lo]) / (hi - lo)
-        return self.target_ms[lo] + slope * (n - lo)
+    def T(self, n: int, context: int | None = None) -> float:
+        """ms for a target forward of n tokens after the profile's prompt (PROMPT_TOKENS), interpolated linearly
+        between measured sizes (extrapolated past); with `context`, moved along the line through the two context
+        lengths measured at that n (the KV read grows linearly with the cache), never below 60% of the short one."""
+        short = _interpolate(self.target_ms, n)
+        if context is None or not self.long_context_ms:
+            return short
+        m = min(n, max(self.long_context_ms))  # past the largest size measured long: its growth, scaled per row
+        slope = ((_interpolate(self.long_context_ms, m) - _interpolate(self.target_ms, m))
+                 / (LONG_CONTEXT - PROMPT_TOKENS) * n / m)
+        return max(0.6 * short, short + slope * (context - PROMPT_TOKENS))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,8 +70,23 @@ class Profile:
         d = dict(d)
         d["target_ms"] = {int(k): float(v) for k, v in d["target_ms"].items()}
         d["draft_ms"] = {str(k): float(v) for k, v in d["draft_ms"].items()}
+        d["long_context_ms"] = {int(k): float(v) for k, v in d.get("long_context_ms", {}).items()}
         d["methods"] = [str(m) for m in d["methods"]]
         return Profile(**d)
+
+
+def _interpolate(ms: dict[int, float], n: int) -> float:
+    xs = sorted(ms)
+    if n in ms:
+        return ms[n]
+    if len(xs) == 1:
+        return ms[xs[0]]
+    lo = max([x for x in xs if x < n], default=xs[0])
+    hi = min([x for x in xs if x > n], default=None)
+    if hi is None:  # past the largest: the slope of the last two sizes
+        lo, hi = xs[-2], xs[-1]
+    slope = (ms[hi] - ms[lo]) / (hi - lo)
+    return ms[lo] + slope * (n - lo)
 
 
 def machine_key(target: LanguageModel, draft_repr: str, methods: list[str]) -> dict:
@@ -146,7 +165,7 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
     prompt = [(1000 + 37 * i) % vocab for i in range(PROMPT_TOKENS)]
     rows = getattr(target, "max_verify_tokens", None)  # a backend verifying at most this many rows exactly
     sizes = [n for n in SIZES if rows is None or n <= rows] + ([rows] if rows and rows not in SIZES else [])
-    steps = len(sizes) + len(drafters) + 2
+    steps = len(sizes) + len(drafters) + 3
     with tqdm(total=steps, desc="profile", unit="step", disable=not progress) as bar:
         cache = new_cache(target)
         t0 = time.perf_counter()
@@ -167,6 +186,21 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
                     step()  # warm-up for this shape
                 target_ms[n] = round(min(best_ms(step, 3), target_ms.get(n, float("inf"))), 2)
                 bar.update(sweep)
+        long_ms = {}
+        if target.max_positions > LONG_CONTEXT + max(sizes):
+            long_prompt = [(1000 + 37 * i) % vocab for i in range(LONG_CONTEXT)]
+            cache = new_cache(target)
+            target.prefill(long_prompt[:-1], cache)
+            for n in [n for n in LONG_SIZES if n in sizes]:
+                ids = long_prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
+
+                def long_step():
+                    target.forward(ids, cache)
+                    crop(cache, LONG_CONTEXT - 1)
+
+                long_step()
+                long_ms[n] = round(best_ms(long_step, 3), 2)
+        bar.update()
         draft_ms = {}
         for method, fn in drafters.items():
             draft_ms[method] = round(fn(prompt), 2)
@@ -177,7 +211,7 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
     util = nbytes / (target_ms[1] / 1e3) / (bw * 1e9)
     return Profile(**machine_key(target, draft_repr, methods), target_ms=target_ms, draft_ms=draft_ms,
                    prefill_tokens_per_s=round(prefill, 1), bandwidth_gb_s=round(bw, 2), utilization=round(util, 3),
-                   target_bytes=nbytes)
+                   target_bytes=nbytes, long_context_ms=long_ms)
 
 
 def get(target: LanguageModel, drafters, draft_repr: str, methods: list[str], progress: bool = True, say=print,

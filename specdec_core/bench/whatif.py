@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdec_core.backends import roofline
+from specdec_core.backends.profile import LONG_CONTEXT, PROMPT_TOKENS
 from specdec_core.backends.roofline import Device, Shape
 from specdec_core.core.metrics import expected_tokens_from_positions
 from specdec_core.methods.recommend import prior, tree_size
@@ -20,9 +21,9 @@ from specdec_core.methods.registry import REGISTRY
 from specdec_core.settings import MAX_DRAFT_TOKENS
 
 SIZES = (2, 4, 8)
-CONTEXT = 120  # tokens in the cache: the profile's prompt length
+CONTEXT = PROMPT_TOKENS  # tokens in the cache: the profile's prompt length
 CHECK_SIZES = (2, 4, 8)
-CONTEXT = 120  # tokens in the cache: the profile's prompt length  # the roofline vs the measured profile on this machine
+CONTEXT = PROMPT_TOKENS  # tokens in the cache: the profile's prompt length  # the roofline vs the measured profile on this machine
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def row(device: Device, shape: Shape, draft_shape: Shape, profile, acceptance: A
         context: int = CONTEXT, measured: bool = False, max_tokens: int = MAX_DRAFT_TOKENS) -> dict:
     """One device's row: T ratios, plain tok/s, each method's best γ and predicted speedup, utilization."""
     if measured:
-        target_ms, label = profile.T, "measured"
+        target_ms, label = (lambda n: profile.T(n, context)), "measured"
         draft_model_ms = profile.draft_ms.get("draft")
     else:
         target_ms = lambda n: roofline.t_ms(device, shape, n, context)  # noqa: E731
@@ -156,7 +157,7 @@ def whatif(profile, shape: Shape, draft_shape: Shape, acceptance: Acceptance, me
     cap = min(MAX_DRAFT_TOKENS, max_verify_tokens - 1) if max_verify_tokens else MAX_DRAFT_TOKENS
     measured_sizes = [n for n in CHECK_SIZES if n in profile.target_ms]
     measured = {str(n): round(profile.T(n) / profile.T(1), 3) for n in measured_sizes}
-    modelled = roofline.t_ratio(here, shape, measured_sizes, context)
+    modelled = roofline.t_ratio(here, shape, measured_sizes, PROMPT_TOKENS)  # where the profile measured
     rows = [row(here, shape, draft_shape, profile, acceptance, methods, context, measured=True, max_tokens=cap)]
     rows += [row(d, shape, draft_shape, profile, acceptance, methods, context) for d in roofline.CATALOGUE]
     return {
@@ -167,6 +168,7 @@ def whatif(profile, shape: Shape, draft_shape: Shape, acceptance: Acceptance, me
             "error_pct": {n: round((modelled[n] / measured[n] - 1) * 100, 1) for n in measured},
             "calibrated_overhead_ms": round(here.overhead_ms, 2), "bandwidth_gb_s": here.bandwidth_gb_s,
             "effective_peak_tflops": here.peak_tflops, "source": here.source,
+            "context_growth": context_growth(profile, here, shape),
         },
         "acceptance": {"source": acceptance.source, "per_position": acceptance.per_position,
                        "measured_speedup": acceptance.measured_speedup},
@@ -175,6 +177,16 @@ def whatif(profile, shape: Shape, draft_shape: Shape, acceptance: Acceptance, me
         "formula": "T(n) = overhead + max(bytes read / bandwidth, FLOPs(n) / peak); speedup = E[tokens/round] x T(1) "
                    "/ (gamma x T_draft + T(gamma + 1)) at the best gamma",
     }
+
+
+def context_growth(profile, here: Device, shape: Shape) -> dict:
+    """T(n) after LONG_CONTEXT cached tokens over T(n) after the profile's prompt, measured and roofline (its KV-read
+    and attention terms), for each n measured at both."""
+    from_len, to_len = PROMPT_TOKENS, LONG_CONTEXT
+    return {str(n): {"measured": round(profile.long_context_ms[n] / profile.target_ms[n], 3),
+                     "roofline": round(roofline.t_ms(here, shape, n, to_len) / roofline.t_ms(here, shape, n, from_len),
+                                       3)}
+            for n in sorted(profile.long_context_ms) if n in profile.target_ms} | {"contexts": [from_len, to_len]}
 
 
 def table(report: dict) -> str:
@@ -202,4 +214,8 @@ def check_lines(report: dict) -> list[str]:
                       f"({t['error_pct'][n]:+.0f}%)" for n in t["measured_t_ratio"])
     return [f"this machine ({t['target_repr']}, {t['isa']}): {pairs}; overhead calibrated from T(1): "
             f"{t['calibrated_overhead_ms']:.1f} ms; {t['source']}",
-            f"acceptance: {report['acceptance']['source']}; context {report['context_tokens']} tokens"]
+            f"acceptance: {report['acceptance']['source']}; context {report['context_tokens']} tokens"] + (
+        [f"T(n) after {t['context_growth']['contexts'][1]} cached tokens over after {t['context_growth']['contexts'][0]}: "
+         + ", ".join(f"n={n} measured {v['measured']:.2f}× vs roofline {v['roofline']:.2f}×"
+                     for n, v in t["context_growth"].items() if n != "contexts")]
+        if len(t["context_growth"]) > 1 else [])

@@ -164,7 +164,10 @@ def compare(runs: list[Run], reference: list[Run], tree: bool = False, cost=None
     traced = bool(runs) and len(stats) == len(runs)
     fields: dict = {}
     if traced:
-        fields = _engine_fields(stats, ref_stats, tree, cost)
+        with_prompt = [r for r in runs if r.prompt_ids]  # the context the run's rounds saw, on average
+        context = (round(sum(len(r.prompt_ids) + len(r.token_ids) / 2 for r in with_prompt) / len(with_prompt))
+                   if with_prompt and len(with_prompt) == len(runs) else None)
+        fields = _engine_fields(stats, ref_stats, tree, cost, context)
         if is_reference:
             fields["predicted_speedup"] = 1.0 if profiled else None
     diffs = differences(runs, reference) if greedy and comparable and not is_reference else []
@@ -182,7 +185,7 @@ def compare(runs: list[Run], reference: list[Run], tree: bool = False, cost=None
         **fields)
 
 
-def _engine_fields(stats: list[Stats], reference: list[Stats], tree: bool, cost) -> dict:
+def _engine_fields(stats: list[Stats], reference: list[Stats], tree: bool, cost, context: int | None = None) -> dict:
     """What the trace tells about a method's runs: decode speed and speedup, α, τ, γ, c, per-position acceptance,
     the profile's prediction and (chains) the Leviathan bound."""
     decode = lambda s: s.draft_seconds + s.verify_seconds  # noqa: E731
@@ -200,7 +203,7 @@ def _engine_fields(stats: list[Stats], reference: list[Stats], tree: bool, cost)
         lengths = Counter()
         for s in stats:
             lengths.update(s.draft_lengths)
-        predicted = predicted_speedup(per_position, lengths, cost.draft_ms, cost.target_ms, tree)
+        predicted = predicted_speedup(per_position, lengths, cost.draft_ms, lambda n: cost.T(n, context), tree)
     if drafted and not tree and c is not None:
         bound = speedup_bound(alpha, gamma, c)
         ref_rounds = sum(s.rounds for s in reference)

@@ -17,10 +17,10 @@ PROBE_EVERY = 8  # this often, draft one token more than is predicted to pay (on
 # (unless no acceptance at all could pay here: `could_pay`)
 
 
-def perfect_draft_speedup(cost: "Cost", max_tokens: int) -> tuple[float, int]:
+def perfect_draft_speedup(cost: "Cost", max_tokens: int, context: int | None = None) -> tuple[float, int]:
     """(the best decode speedup a draft that is always right could reach here, at which length): the ceiling no
     acceptance can beat: n + 1 tokens for n drafting steps and one (n + 1)-token forward, against T(1) per token."""
-    T, d = cost.target_ms, cost.draft_ms
+    T, d = (lambda n: cost.T(n, context)), cost.draft_ms
     rates = {n: (n + 1) / (n * d + T(n + 1)) * T(1) for n in range(1, max_tokens + 1)}
     n = max(rates, key=rates.get)
     return rates[n], n
@@ -35,6 +35,14 @@ class Cost:
     target_ms: Callable[[int], float]
     draft_ms: float
     prior: tuple[float, ...] = ()
+    at_context: Callable[[int, int], float] | None = None  # T(n) after `context` cached tokens, where measured
+
+    def T(self, n: int, context: int | None = None) -> float:
+        """A forward of n tokens, ms: after `context` cached tokens where the profile measured how T grows with it
+        (a verify row's attention reads the whole cache), else as measured after the profile's short prompt."""
+        if context is None or self.at_context is None:
+            return self.target_ms(n)
+        return self.at_context(n, context)
 
     def prior_rate(self, position: int) -> float:
         if not self.prior:
@@ -43,8 +51,9 @@ class Cost:
 
 
 class DraftLengthSchedule:
-    def __init__(self, config: DraftConfig, cost: Cost | None = None):
+    def __init__(self, config: DraftConfig, cost: Cost | None = None, context: int | None = None):
         self.config = config
+        self.context = context  # tokens in the cache now: the costs are read at this length
         self.cost = cost if config.cost_aware else None
         self.tried = [PRIOR_TRIED] * config.max_adaptive_tokens
         self.accepted = [PRIOR_TRIED * (self.cost.prior_rate(i) if self.cost else PRIOR_RATE)
@@ -61,7 +70,7 @@ class DraftLengthSchedule:
         """Predicted tokens per ms when drafting `length` tokens per round."""
         rates = [a / t for a, t in zip(self.accepted, self.tried)]
         expected = expected_tokens_from_positions(rates, length)
-        return expected / (length * self.cost.draft_ms + self.cost.target_ms(length + 1))
+        return expected / (length * self.cost.draft_ms + self.cost.T(length + 1, self.context))
 
     def node_budget(self, depth: int, most: int) -> int | None:
         """A tree's node budget for a round drafted `depth` deep (at most `most`): `depth` nodes, and more while each
@@ -72,7 +81,7 @@ class DraftLengthSchedule:
             return None
         if depth == 0:
             return 0
-        nodes, T = depth, self.cost.target_ms
+        nodes, T = depth, (lambda n: self.cost.T(n, self.context))
         free = FREE_ROW * T(1)
         while nodes < min(most, MAX_TREE_NODES) and T(nodes + 2) - T(nodes + 1) <= free:
             nodes += 1
@@ -83,7 +92,7 @@ class DraftLengthSchedule:
         verified row costs a whole step, as on llama.cpp on 2 cores), no acceptance can pay, and a probe is pure
         loss: a drafter with its own cache (a draft model) first catches up over every token since its last draft."""
         if self._payable is None:
-            self._payable = perfect_draft_speedup(self.cost, self.config.max_adaptive_tokens)[0] > 1.0
+            self._payable = perfect_draft_speedup(self.cost, self.config.max_adaptive_tokens, self.context)[0] > 1.0
         return self._payable
 
     def _best(self) -> int:
@@ -92,8 +101,10 @@ class DraftLengthSchedule:
             return best
         return min(best + 1, self.config.max_adaptive_tokens)  # a probe: one position further than pays, to measure it
 
-    def update(self, num_drafted: int, num_accepted: int) -> None:
+    def update(self, num_drafted: int, num_accepted: int, context: int | None = None) -> None:
         self.rounds += 1
+        if context is not None:
+            self.context = context
         if self.cost is not None:
             for i in range(min(num_drafted, num_accepted + 1)):  # positions examined this round
                 self.tried[i] += 1

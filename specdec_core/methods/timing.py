@@ -67,4 +67,5 @@ def cost(profile: Profile | None, method: str, kind: str | None = None) -> Cost 
     cost-aware length's prior."""
     if profile is None or method not in profile.draft_ms:
         return None
-    return Cost(profile.T, profile.draft_ms[method], prior(method, kind) if kind is not None else ())
+    return Cost(profile.T, profile.draft_ms[method], prior(method, kind) if kind is not None else (),
+                profile.T if profile.long_context_ms else None)
