@@ -11,6 +11,7 @@ import torch
 from scipy.stats import chisquare
 
 from specdec_core.backends import llamacpp
+from specdec_core.bench.prompts import suite
 from specdec_core.core.config import ConfigError, DraftConfig, GenerationConfig, SamplingConfig
 from specdec_core.core.engine import SpeculativeEngine
 from specdec_core.core.session import encode_prompt, eos_token_ids, run
@@ -26,6 +27,9 @@ if not llamacpp.available():
 PROMPTS = ("def is_prime(n: int) -> bool:\n    \"\"\"Return True if n is prime.\"\"\"\n",
            "from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n    \"\"\"Is the balance ever "
            "below zero?\"\"\"\n")
+# HumanEval/68: 310 prompt tokens, past where 2 threads split llama.cpp's one-token attention; before verify batches
+# were capped there, lookup differed from plain decoding at token 61 of this prompt
+LONG = next(p.prompt for p in suite("humaneval") if p.id == "HumanEval/68")
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +53,22 @@ def test_the_probe_finds_an_exact_batch_and_a_larger_one_is_refused(pair):
     assert out.logits.shape == (k, target.vocab_size) and cache.length == 20 + k
 
 
+def test_past_the_measured_cache_length_only_one_token_verifies(pair):
+    """On 2+ threads llama.cpp's one-token attention splits a long cache across threads and a batch does not: the
+    probe finds the length, the engine drafts nothing past it and a larger forward is refused."""
+    target, _, _ = pair
+    until = target.exact_until
+    assert until is not None and 2 < until <= llamacpp.PROBE_LONG + 2
+    assert target.verify_rows(until - 2) >= 2
+    assert target.verify_rows(until) == 1 and target.verify_rows(10 * until) == 1
+    if until < llamacpp.PROBE_LONG + 2:  # the kernels change within the probed range (2 threads here): refused past it
+        cache = target.new_cache()
+        target.prefill([(1000 + 37 * i) % 30000 for i in range(until)], cache)
+        with pytest.raises(ConfigError, match="is not bitwise equal"):
+            target.forward([11, 12], cache)
+    assert f"cache holds at most {until} tokens" in target.representation_note
+
+
 def test_a_copied_cache_continues_bit_for_bit(pair):
     target, _, _ = pair
     a = target.new_cache()
@@ -67,15 +87,17 @@ def test_greedy_equals_llamacpp_plain_decoding_or_the_method_is_refused(pair, me
             build_drafter(method, target, draft)
         return
     eos = eos_token_ids(tokenizer, target)
-    config = GenerationConfig(max_new_tokens=40, draft=DraftConfig(num_draft_tokens=6))
-    for text in PROMPTS:
+    config = GenerationConfig(max_new_tokens=64, draft=DraftConfig(num_draft_tokens=6))
+    accepted = 0
+    for text in PROMPTS + (LONG,):
         prompt = encode_prompt(tokenizer, text)
         ar = run(SpeculativeEngine(target, None, eos), "ar", prompt, config)
         spec = run(SpeculativeEngine(target, build_drafter(method, target, draft), eos, method=method), method, prompt,
                    config)
         assert spec.token_ids == ar.token_ids, (method, tokenizer.decode(spec.token_ids), tokenizer.decode(ar.token_ids))
         assert max(r.num_draft_requested for r in spec.rounds) <= target.max_verify_tokens - 1
-    assert method != "draft" or spec.stats.accepted > 0
+        accepted += spec.stats.accepted
+    assert method != "draft" or accepted > 0
 
 
 def test_sampling_keeps_the_target_distribution(pair):

@@ -47,6 +47,7 @@ REFUSED = {
 }
 PROBE_TOKENS = 24  # tokens decoded one at a time, then in chunks, to find the largest exact verify batch
 PROBE_MAX_ROWS = 16
+PROBE_SHORT, PROBE_LONG = 32, 1024  # cache lengths between which the probe looks for where batches stop agreeing
 BATCH = 512  # llama.cpp's n_batch: a prompt pass goes in chunks of this many tokens
 
 
@@ -130,6 +131,7 @@ class LlamaCppModel:
         self._lock = threading.Lock()
         self.rounding: float | None = None
         self.max_verify_tokens: int | None = None  # set by measure_exactness (the target); None: not checked
+        self.exact_until: int | None = None  # cache length a verify forward may reach (measured at load)
         self.decode_seconds, self.decode_calls = 0.0, 0  # time inside llama_decode; decodes that returned logits
         self.exact = False  # measured: verify batches up to max_verify_tokens are bitwise equal to 1-token decoding
         self.weight_bytes = self.path.stat().st_size  # what one token's forward reads (the profile's utilization)
@@ -198,15 +200,60 @@ class LlamaCppModel:
                 logits_rows: int | None = None) -> ForwardOutput:
         if parents is not None:
             raise ConfigError("token trees are not offered on llama.cpp yet")
-        if self.max_verify_tokens is not None and len(token_ids) > self.max_verify_tokens:
-            raise ConfigError(f"refused: a llama.cpp forward of {len(token_ids)} tokens is not bitwise equal to "
-                              f"decoding them one at a time on this machine (at most {self.max_verify_tokens} are)")
+        allowed = self.verify_rows(cache.length)
+        if allowed is not None and len(token_ids) > allowed:
+            raise ConfigError(f"refused: a llama.cpp forward of {len(token_ids)} tokens after {cache.length} is not "
+                              f"bitwise equal to decoding them one at a time on this machine (at most {allowed} are)")
         rows = len(token_ids) if logits_rows is None else min(logits_rows, len(token_ids))
         logits = None
         for start in range(0, len(token_ids), BATCH):  # a draft model's catch-up may exceed one batch
             chunk = token_ids[start:start + BATCH]
             logits = self._decode(cache, chunk, min(len(chunk), max(0, rows - (len(token_ids) - start - len(chunk)))))
         return ForwardOutput(logits, torch.empty(rows, 0))
+
+    def verify_rows(self, cached: int) -> int | None:
+        """The most tokens one forward after `cached` tokens computes bitwise as 1-token decoding does (None: not
+        measured, any). Past `exact_until` only one: there llama.cpp's one-token decode splits the attention over
+        the KV cache across threads (the sums add up in another order) and a batch of rows does not."""
+        if self.max_verify_tokens is None:
+            return None
+        if self.exact_until is None:
+            return self.max_verify_tokens
+        return max(1, min(self.max_verify_tokens, self.exact_until - cached))
+
+    @property
+    def exactness_note(self) -> str:
+        """What the probe found, for the label and the docs."""
+        if not self.exact:
+            return "not bit-exact in batches: verifies one token per forward"
+        return (f"bit-exact up to {self.max_verify_tokens} tokens per forward while the cache holds at most "
+                f"{self.exact_until} tokens; past that one per forward (plain decoding)")
+
+    def _exact_context(self, longest: int) -> int | None:
+        """The cache length a verify forward may reach: where a 2-token forward still equals two 1-token ones (binary
+        search over copies of one long prefill), and never past `longest`, the length probed: no batch verifies
+        beyond what was measured."""
+        vocab = min(self.vocab_size, 30000)
+        ids = [(1000 + 37 * i) % vocab for i in range(longest + 2)]
+        full = self.new_cache()
+        self.prefill(ids[:longest], full)
+
+        def agrees(length: int) -> bool:
+            cache = full.copy()
+            cache.crop(length)
+            one = torch.stack([self._decode(cache, [t], 1)[0] for t in ids[length:length + 2]])
+            cache.crop(length)
+            return torch.equal(self._decode(cache, ids[length:length + 2], 2), one)
+
+        if agrees(longest):
+            return longest + 2
+        lo, hi = PROBE_SHORT, longest
+        if not agrees(lo):
+            return lo
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if agrees(mid) else (lo, mid)
+        return lo + 2  # 2 rows after lo cached tokens agree: a forward may reach lo + 2
 
     def measure_exactness(self, prompt_ids: list[int]) -> int:
         """The largest k such that decoding k tokens in one forward gives logits bitwise equal to decoding them one at
@@ -229,6 +276,8 @@ class LlamaCppModel:
                 break
             best = k
         self.max_verify_tokens, self.rounding, self.exact = best, (0.0 if best > 1 else worst), best > 1
+        if best > 1:
+            self.exact_until = self._exact_context(min(PROBE_LONG, self.n_ctx - 8))
         return best
 
 
@@ -240,6 +289,7 @@ def load(name: str, threads: int = 0, target: bool = True) -> tuple[LlamaCppMode
     if target:
         prefix, chain = SELF_CHECK
         model.measure_exactness([t % model.vocab_size for t in prefix + chain])
+        model.representation_note += f"; {model.exactness_note}"
     return model, AutoTokenizer.from_pretrained(embedded_dir(name))
 
 

@@ -191,7 +191,9 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
             long_prompt = [(1000 + 37 * i) % vocab for i in range(LONG_CONTEXT)]
             cache = new_cache(target)
             target.prefill(long_prompt[:-1], cache)
-            for n in [n for n in LONG_SIZES if n in sizes]:
+            verify_rows = getattr(target, "verify_rows", lambda cached: None)
+            exact_rows = verify_rows(LONG_CONTEXT - 1) or max(sizes)
+            for n in [n for n in LONG_SIZES if n in sizes and n <= exact_rows]:
                 ids = long_prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
 
                 def long_step():

@@ -148,7 +148,10 @@ def exactness(lm: LanguageModel) -> str:
     if lm.rounding != 0.0:
         return f"identical up to rounding (|Δlogit| ≤ {lm.rounding:.3g})"
     rows = lm.max_verify_tokens  # a backend whose larger batches round differently verifies at most this many
-    return "bit-exact" if rows is None else f"bit-exact (≤ {rows} tokens per forward)"
+    until = getattr(lm, "exact_until", None)  # ... and only while the cache is this short (llama.cpp, 2+ threads)
+    if rows is None:
+        return "bit-exact"
+    return f"bit-exact (≤ {rows} tokens per forward" + (f" up to {until} cached, then 1)" if until else ")")
 
 
 def describe(lm: LanguageModel) -> str:

@@ -25,6 +25,8 @@ class Model(Protocol):
     representation: str  # what the page and the JSON name, e.g. "int8 weight-only"
     rounding: float | None  # measured max |Δlogit|, n tokens together vs alone (0.0: bit-exact; None: not measured)
     max_verify_tokens: int | None  # the most rows one forward computes exactly as 1-token forwards do (None: any)
+    # optional: verify_rows(cached) -> int | None, the same after `cached` tokens where it depends on the cache length
+    # (llama.cpp on 2+ threads: 1 past the length where its one-token attention splits the cache across threads)
 
     @property
     def device(self) -> torch.device: ...

@@ -74,6 +74,13 @@ class SpeculativeEngine:
         rows = getattr(target, "max_verify_tokens", None)  # None: any number of rows verifies exactly
         self.max_draft = rows - 1 if rows else 1 << 30
 
+    def _max_draft(self, cached: int) -> int:
+        """The most draft tokens a verify forward after `cached` tokens may carry: what the target verifies exactly
+        there (a backend whose kernels change with the cache length says so through `verify_rows`)."""
+        verify_rows = getattr(self.target, "verify_rows", None)
+        rows = verify_rows(cached) if verify_rows is not None else None
+        return self.max_draft if rows is None else min(self.max_draft, rows - 1)
+
     def prefill(self, prompt_ids: list[int]) -> Prefix:
         """The prompt pass alone, to share between runs of this prompt on this target (`generate(..., prefix=)`)."""
         self._check_prompt(prompt_ids)
@@ -115,7 +122,7 @@ class SpeculativeEngine:
             room = self.target.max_positions - len(tokens)
             # 1. Propose: at most what still fits (the target always adds one token of its own) and what the target
             #    verifies exactly in one forward (a backend whose larger batches change the numbers caps it).
-            limit = max(0, min(schedule.length, remaining - 1, room - 1, self.max_draft))
+            limit = max(0, min(schedule.length, remaining - 1, room - 1, self._max_draft(len(tokens) - 1)))
             t0 = self.clock()
             draft = self.drafter.propose(
                 state, DraftContext(tokens, limit, config.sampling, generator, schedule.confidence_threshold,
