@@ -59,6 +59,19 @@ def _report(record, profile, models) -> dict | None:
                          max_verify_tokens=getattr(models.target, "max_verify_tokens", None))
 
 
+def machine_sentence() -> str:
+    """What the profile measured here, in one sentence (the How-it-works tab's claim made true for this machine)."""
+    p = STORE.profile
+    if p is None:
+        return "*This machine's cost of a 5-token pass appears here once the page has measured its cost profile.*"
+    five = p.T(5) / p.T(1)
+    verdict = ("about the same as one: verification is nearly free here" if five < 1.3 else
+               "clearly more than one: each checked guess costs time here" if five < 2.5 else
+               "several times one: here a guess must be right very often to pay")
+    return (f"**On this machine** ({p.isa}, target {p.target_repr}), the profile measured a pass over 5 new tokens at "
+            f"{p.T(5):.0f} ms against {p.T(1):.0f} ms for one ({five:.2f}×): {verdict}.")
+
+
 def cost_curve_handler(record=None):
     """This machine's measured T(n) beside the devices' roofline, and after a race its acceptance on every device;
     notes while the profile is being measured."""

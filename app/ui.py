@@ -18,8 +18,10 @@ from .resources import STORE
 
 HOW_IT_WORKS = """
 ### How speculative decoding works, in plain words
-A big model writes one token per forward pass, and on a CPU or GPU a forward pass over **one** new token costs about
-the same as over **five**: the time goes into reading the weights, not into the arithmetic. So we let something cheap
+A big model writes one token per forward pass. Where the time of a pass goes into reading the weights (a GPU at batch
+1, a CPU with matrix units), a pass over **five** new tokens costs about the same as over **one**; where it goes into
+arithmetic (a laptop's few cores, llama.cpp's small-batch kernels), each extra token costs more, and speculation pays
+less or not at all (the Theory tab draws this machine's measured cost beside a GPU's). So we let something cheap
 **guess** a few tokens ahead (a small draft model, a copy from the prompt, the big model with layers skipped, or
 Medusa heads — tiny extra layers on the big model that guess 2, 3, 4, 5 tokens ahead), and let the big model **check
 all the guesses in one forward pass**. Medusa can also propose a small **tree** of alternatives; one forward with a
@@ -78,12 +80,16 @@ def build_demo() -> gr.Blocks:
                 tab_compare.build(r)
             with gr.Tab("Step through", id="step"):
                 s = tab_step.build(r)
-            with gr.Tab("Theory", id="theory"):
+            with gr.Tab("Theory", id="theory") as theory_tab:
                 t = tab_theory.build(record, demo)
+            theory_tab.select(tab_theory.cost_curve_handler, *t["curve"], queue=False)  # the profile may be new
             with gr.Tab("Exactness lab", id="exact"):
                 tab_exactness.build(r["chat"])
-            with gr.Tab("How it works", id="how"):
+            with gr.Tab("How it works", id="how") as how_tab:
                 gr.Markdown(HOW_IT_WORKS)
+                here = gr.Markdown(elem_id="how-here")
+            how_tab.select(tab_theory.machine_sentence, None, here, queue=False)
+            demo.load(tab_theory.machine_sentence, None, here, queue=False)
         tab_theory.follow_race(tab_step.follow_race(r["event"], record, s), t)
     return demo
 

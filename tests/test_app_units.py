@@ -186,6 +186,24 @@ def test_cost_curve_figure_shows_measured_T_against_free_verification():
     assert any(list(t.y) == [1.0] * 4 for t in fig.data)  # the free-verification line
 
 
+def test_how_it_works_states_what_this_machines_profile_measured(monkeypatch):
+    from app import resources, tab_theory
+    from specdec_core.backends.profile import Profile
+
+    def profile(target_ms):
+        return Profile(device="cpu", isa="AVX2", torch="2.13.0", model="m", target_repr="int8 weight-only",
+                       draft_repr="x", methods=[], target_ms=target_ms, draft_ms={}, prefill_tokens_per_s=30.0,
+                       bandwidth_gb_s=12.0, utilization=0.6, target_bytes=1_700_000_000)
+
+    monkeypatch.setattr(resources.STORE, "profile", None)
+    assert "once the page has measured" in tab_theory.machine_sentence()
+    monkeypatch.setattr(resources.STORE, "profile", profile({1: 100.0, 4: 104.0, 6: 106.0}))
+    assert "(1.05×): about the same as one" in tab_theory.machine_sentence()
+    monkeypatch.setattr(resources.STORE, "profile", profile({1: 40.0, 2: 79.0, 4: 118.0, 6: 163.0}))
+    text = tab_theory.machine_sentence()
+    assert "140 ms against 40 ms for one (3.51×)" in text and "several times one" in text
+
+
 @pytest.mark.parametrize("method", ["draft", "layerskip", "lookup"])
 def test_two_concurrent_races_share_drafters_not_state(target, draft_model, method):
     """Two races at once (the page serves two) on different prompts, stepped in lockstep from two threads: each equals
