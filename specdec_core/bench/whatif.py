@@ -89,11 +89,12 @@ def why(device: Device, shape: Shape, context: int) -> str:
 
 def measured_why(profile) -> str:
     """This machine's sentence, from its measured curve (the roofline may miss a backend's kernels)."""
-    extra = (profile.T(2) - profile.T(1)) / profile.T(1)
     ns = sorted(profile.target_ms)
     top = max(n for n in ns if n <= 8)
-    return (f"measured: a second verified row adds {extra:.0%} of a step and T({top})/T(1) = "
-            f"{profile.T(top) / profile.T(1):.2f}, so " + (
+    ratio = profile.T(top) / profile.T(1)
+    extra = max(0.0, (ratio - 1) / (top - 1)) if top > 1 else 0.0  # a verified row's average cost, in steps
+    return (f"measured: a verified row adds {extra:.0%} of a step on average up to {top} rows (T({top})/T(1) = "
+            f"{ratio:.2f}), so " + (
                 "verification is nearly free and a good draft pays" if extra < 0.15 else
                 "each verified row costs real time and only a long accepted run of cheap drafts pays" if extra < 0.6
                 else "a verified row costs almost a whole step and no draft can pay back its own cost"))
