@@ -97,7 +97,7 @@ def measured_why(profile) -> str:
             f"{ratio:.2f}), so " + (
                 "verification is nearly free and a good draft pays" if extra < 0.15 else
                 "each verified row costs real time and only a long accepted run of cheap drafts pays" if extra < 0.6
-                else "a verified row costs almost a whole step and no draft can pay back its own cost"))
+                else "a verified row costs most of a step and no draft can pay back its own cost"))
 
 
 def row(device: Device, shape: Shape, draft_shape: Shape, profile, acceptance: Acceptance, methods: list[str],
