@@ -71,3 +71,19 @@ def test_the_choice_is_measured_once_and_then_read_from_the_cache(tmp_path, monk
     assert json.loads(path.read_text())["backend"] == third.backend
     refreshed = choice.choose("qwen2.5-coder-1.5b", loaders, refresh=True, say=lambda m: None)
     assert not refreshed.cached and len(calls) == 6
+
+
+def test_the_bench_across_backends_names_the_fastest_plain_decoding():
+    from specdec_core.cli import fastest_lines
+
+    def row(method, tps, speedup=None, peer=False):
+        return {"method": method, "end_to_end_tokens_per_second": tps, "end_to_end_speedup": speedup, "peer": peer}
+
+    results = {"torch": {"summary": [row("ar", 7.2, 1.0), row("draft", 9.4, 1.3), row("llamacpp-ar", 20.9, peer=True)]},
+               "llamacpp": {"summary": [row("ar", 18.2, 1.0), row("draft", 18.2, 1.0), row("llamacpp-ar", 21.9, 1.2,
+                                                                                           peer=True)]}}
+    lines = fastest_lines(results)
+    assert lines[0] == "fastest plain decoding: llamacpp-ar on llamacpp, 21.90 tok/s end to end"
+    assert lines[1].startswith("best on torch: draft 9.40 tok/s = 0.43× the fastest plain decoding (1.30×")
+    assert lines[2].startswith("best on llamacpp: draft 18.20 tok/s = 0.83×")
+    assert fastest_lines({"torch": {"summary": [row("draft", 5.0, 1.1)]}}) == []  # no plain decoding ran
