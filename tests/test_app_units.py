@@ -322,3 +322,19 @@ def test_compare_on_a_suite_runs_each_category_and_pools(tiny_models):
     assert '"by_category"' in open(compare.downloads(state)[0]).read()
     with pytest.raises(ConfigError, match="Unknown prompt set"):
         compare.items_for(request, "every prompt ever", ["draft"])
+
+
+def test_the_page_keeps_one_store_per_backend_and_refuses_unknown_ones(monkeypatch):
+    import gradio as gr
+
+    from app import handling, resources
+
+    monkeypatch.setattr(resources, "_STORES", {})
+    assert resources.store(None) is resources.STORE and resources.store("auto") is resources.STORE
+    other = "llamacpp" if resources.STORE.backend == "torch" else "torch"
+    picked = resources.store(other)
+    assert picked is resources.store(other) and picked.backend == other and not picked.ready  # loads on first use
+    with pytest.raises(ValueError, match="unknown backend 'onnx'"):
+        resources.store("onnx")
+    with pytest.raises(gr.Error, match="unknown backend"):
+        handling.models("onnx")
