@@ -82,9 +82,9 @@ def pick(measured: dict[str, dict]) -> str:
 
 
 def reason_of(measured: dict[str, dict], best: str) -> str:
-    shown = " vs ".join(f"{_name(b)} {m['tokens_per_s']:.1f} tok/s (T(1) {m['step_ms']:.0f} ms)"
+    shown = " vs ".join(f"{display(b)} {m['tokens_per_s']:.1f} tok/s (T(1) {m['step_ms']:.0f} ms)"
                         for b, m in sorted(measured.items(), key=lambda x: -x[1]["tokens_per_s"]))
-    return (f"auto: {_name(best)}, the fastest plain decoding here ({shown}; {REFERENCE_PROMPT}-token prompt + "
+    return (f"auto: {display(best)}, the fastest plain decoding here ({shown}; {REFERENCE_PROMPT}-token prompt + "
             f"{REFERENCE_NEW} tokens, measured on {isa()})")
 
 
@@ -92,8 +92,6 @@ def display(backend: str) -> str:
     """What the page and the CLI call a backend."""
     return {"torch": "PyTorch", "llamacpp": "llama.cpp", AUTO: "auto"}.get(backend, backend)
 
-
-_name = display
 
 
 def key(target_name: str, target_repr: str, threads: int) -> dict:

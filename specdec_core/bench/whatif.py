@@ -9,7 +9,7 @@ is labelled "roofline"; the first row's are "measured" (this machine's profile).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specdec_core.backends import roofline
@@ -109,8 +109,7 @@ def row(device: Device, shape: Shape, draft_shape: Shape, profile, acceptance: A
     else:
         target_ms = lambda n: roofline.t_ms(device, shape, n, context)  # noqa: E731
         label = "roofline"
-        draft_dev = Device(device.name, "roofline", device.bandwidth_gb_s, device.peak_tflops, device.source,
-                           weights=device.weights, overhead_ms=device.overhead_ms)
+        draft_dev = replace(device, weight_bytes=None)  # the draft's bytes from its own shape, not the target's
         draft_model_ms = roofline.t_ms(draft_dev, draft_shape, 1, context)
     t1 = target_ms(1)
     speedups, gammas, draft_costs = {}, {}, {}
