@@ -32,7 +32,7 @@ AUTO = "auto"
 REFERENCE_PROMPT = 120  # tokens: the profile's prompt length
 REFERENCE_NEW = 128  # tokens: the CLI's default answer
 REFERENCE_STEPS = 12  # one-token steps timed (median) per backend
-VERSION = 1
+VERSION = 2  # 2: llama.cpp's weights repacked (its default)
 
 
 @dataclass(frozen=True)

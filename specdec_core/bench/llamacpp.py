@@ -22,9 +22,9 @@ def _llama(path: str, lookup: bool, threads: int):
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_TOKENS)
-    # use_extra_bufts=False: on an AMX CPU llama.cpp's AMX weight repacking crashed (segfault) until it was off
-    return Llama(model_path=path, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False,
-                 use_extra_bufts=False, **kwargs)
+    # llama-cpp-python's defaults, as a user runs it: weights repacked for the CPU (`Llama` takes no use_extra_bufts;
+    # a keyword of that name is swallowed by its **kwargs), flash attention off
+    return Llama(model_path=path, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False, **kwargs)
 
 
 def label(name: str) -> str:

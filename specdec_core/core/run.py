@@ -204,6 +204,8 @@ def _engine_fields(stats: list[Stats], reference: list[Stats], tree: bool, cost,
         for s in stats:
             lengths.update(s.draft_lengths)
         predicted = predicted_speedup(per_position, lengths, cost.draft_ms, lambda n: cost.T(n, context), tree)
+    elif rounds and cost is not None:  # the cost-aware length drafted nothing: one plain step a round, as ar
+        predicted = 1.0
     if drafted and not tree and c is not None:
         bound = speedup_bound(alpha, gamma, c)
         ref_rounds = sum(s.rounds for s in reference)
