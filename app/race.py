@@ -207,12 +207,18 @@ def race_outputs(record: RaceRecord, show_rejected: bool, status: str, per_round
     return out
 
 
-def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[int], SpeculativeEngine]:
-    """Prompt ids (within the demo's limit) and the speculative engine for a request (a cost-aware draft length reads
-    the profile's costs; before the profile is measured it drafts the fixed γ)."""
+def encode(models: Models, request: RaceRequest) -> list[int]:
+    """The request's prompt ids, within the demo's limit."""
     prompt_ids = encode_prompt(models.tokenizer, request.prompt, chat=request.chat)
     if len(prompt_ids) > MAX_PROMPT_TOKENS:
         raise ConfigError(f"The prompt is {len(prompt_ids)} tokens; this demo takes at most {MAX_PROMPT_TOKENS}.")
+    return prompt_ids
+
+
+def prepare(models: Models, request: RaceRequest, profile=None) -> tuple[list[int], SpeculativeEngine]:
+    """Prompt ids (within the demo's limit) and the speculative engine for a request (a cost-aware draft length reads
+    the profile's costs; before the profile is measured it drafts the fixed γ)."""
+    prompt_ids = encode(models, request)
     drafter = models.drafter(request.method)
     return prompt_ids, SpeculativeEngine(models.target, drafter, models.eos,
                                           cost(profile, request.method, prompt_kind(request.chat)), request.method)
