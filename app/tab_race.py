@@ -69,23 +69,16 @@ def rerender_tokens(record, show_rejected):
     return gr.skip() if record is None else tokens_html(record.spec.pieces, show_rejected)
 
 
-def _profile(backend):
-    try:
-        return store(backend).profile
-    except ValueError:
-        return None
-
-
 def advice_handler(chat, backend="auto") -> str:
     """Before the race: the method predicted fastest on this machine for this kind of prompt, or that none pays."""
-    kind, profile = prompt_kind(chat), _profile(backend)
+    kind, profile = prompt_kind(chat), _store_or_default(backend).profile
     text = recommend(profile, kind).text()
     return (f"{text} <small>(this machine's measured costs on {backend_name(backend)} × acceptance measured by the "
             f"bench on {kind} prompts: a forecast, not this prompt's result)</small>") if profile else text
 
 
 def use_recommended(chat, backend="auto"):
-    best = recommend(_profile(backend), prompt_kind(chat)).best
+    best = recommend(_store_or_default(backend).profile, prompt_kind(chat)).best
     return best.method if best else gr.skip()
 
 

@@ -41,7 +41,7 @@ def _shapes(models):
     return (roofline.shape_of_model(page_target(), models.target), roofline.shape_of_model(page_draft(), models.draft))
 
 
-def _report(record, profile, models) -> dict | None:
+def _report(record, profile, models, shapes) -> dict | None:
     """whatif's rows for the page: this machine (measured costs) and the catalogue (roofline), with the last race's
     acceptance when there is one, else the shipped priors."""
     raced = record is not None and record.spec.rounds
@@ -54,7 +54,7 @@ def _report(record, profile, models) -> dict | None:
         acceptance = whatif.Acceptance({method: acceptance.per_position.get(method, [])},
                                        f"this race drafted nothing, so the acceptance the bench measured for {method} "
                                        f"on {kind} prompts", {method: record.summary()["decode_speedup"]})
-    target, draft = _shapes(models)
+    target, draft = shapes
     return whatif.whatif(profile, target, draft, acceptance, [method] if method else None,
                          max_verify_tokens=getattr(models.target, "max_verify_tokens", None))
 
@@ -80,9 +80,9 @@ def cost_curve_handler(record=None):
         return ("This machine's cost curve T(n) appears here once the background profile is measured "
                 "(`python -m specdec_core profile` measures it from the command line)."), None, "", None
     models = STORE.get()
-    report = _report(record, profile, models)
-    p, here = profile, report["this_machine"]
-    shape = _shapes(models)[0]
+    shapes = _shapes(models)
+    report = _report(record, profile, models, shapes)
+    p, here, shape = profile, report["this_machine"], shapes[0]
     sizes = sorted(n for n in p.target_ms if n <= 16)
     curves = {d.name: {n: roofline.t_ms(d, shape, n) / roofline.t_ms(d, shape, 1) for n in sizes}
               for d in (roofline.this_machine(p, shape, "this machine"),) + roofline.CATALOGUE}
