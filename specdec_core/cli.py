@@ -22,6 +22,7 @@ from specdec_core.backends import llamacpp as llamacpp_backend
 from specdec_core.backends.representation import REPRESENTATIONS, describe, load_target
 from specdec_core.backends.representation import load_draft as representation_load_draft
 from specdec_core.backends import roofline
+from specdec_core.backends.profile import LONG_CONTEXT
 from specdec_core.bench import llamacpp, selfcheck, whatif
 from specdec_core.bench.aggregate import by_category, our_mismatches, peer_mismatches, summarise
 from specdec_core.bench.checkpoint import Checkpoint
@@ -467,6 +468,11 @@ def cmd_profile(args) -> int:
     print("| target forward, ms | " + " | ".join(f"{v:.0f}" for v in p.target_ms.values()) + " |")
     print("| ÷ T(1) | " + " | ".join(f"{v / p.target_ms[1]:.2f}" for v in p.target_ms.values()) + " |")
     print("drafter ms per drafted token (γ 5): " + ", ".join(f"{k} {v:.1f}" for k, v in p.draft_ms.items()))
+    if p.catch_up_ms:
+        print("catch-up, ms per token a drafter with its own cache is behind (weighed against what drafting saves over "
+              "the rest of the answer): " + ", ".join(f"{k} {v:.2f}" for k, v in p.catch_up_ms.items()))
+    if p.long_context_ms:
+        print(f"after {LONG_CONTEXT} cached tokens, ms: " + ", ".join(f"T({n}) {v:.0f}" for n, v in p.long_context_ms.items()))
     print(f"prompt pass {p.prefill_tokens_per_s:.0f} tokens/s · memory copy {p.bandwidth_gb_s:.1f} GB/s · one "
           f"1-token target forward reads {p.target_bytes / 1e9:.2f} GB → utilization {p.utilization:.0%}")
     for kind in KINDS:

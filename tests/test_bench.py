@@ -218,6 +218,9 @@ def test_specbench_lines_categories_and_the_mini_suite():
     assert cats == {"mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag"}
     assert all(2 <= sum(p.category == c for p in mini) <= 3 for c in cats)
     assert any(len(p.all_turns) == 2 for p in mini)
+    long = suite("longctx")  # the long-context suite: where every verify row's attention reads a long cache
+    assert [p.category for p in long] == ["rag"] * 6 + ["summarisation"] * 6 and all(p.chat for p in long)
+    assert all(len(p.prompt) > 1400 for p in long) and sum(len(p.prompt) for p in long) > 12 * 4500
 
 
 def test_results_by_category():

@@ -101,8 +101,11 @@ def test_greedy_equals_llamacpp_plain_decoding_or_the_method_is_refused(pair, me
 
 
 def test_sampling_keeps_the_target_distribution(pair):
-    """The first sampled token of a speculative run (draft model, γ 3) is distributed as the target's p."""
+    """The first sampled token of a speculative run (draft model, γ up to 3: as many as the exact batch allows) is
+    distributed as the target's p."""
     target, draft, tokenizer = pair
+    gamma = min(3, target.max_verify_tokens - 1)
+    assert gamma >= 1, "the probe found no exact batch here: nothing to verify speculatively"
     prompt = encode_prompt(tokenizer, PROMPTS[0])
     sampling = SamplingConfig(temperature=1.0, top_k=8)
     engine = SpeculativeEngine(target, build_drafter("draft", target, draft), method="draft")
@@ -113,13 +116,13 @@ def test_sampling_keeps_the_target_distribution(pair):
     n = 200
     for seed in range(n):
         config = GenerationConfig(max_new_tokens=4, seed=seed, sampling=sampling,
-                                  draft=DraftConfig(num_draft_tokens=3))
-        first = next(engine.generate(prompt, config, prefix))  # one round: 3 drafted, verified, then a correction/bonus
+                                  draft=DraftConfig(num_draft_tokens=gamma))
+        first = next(engine.generate(prompt, config, prefix))  # one round: γ drafted, verified, then a correction/bonus
         token = first.emitted[0]
         drafted += len(first.drafted)
         counts[(top == token).nonzero()[0, 0]] += 1
     expected = p[top] / p[top].sum() * n
-    assert drafted == 3 * n and chisquare(counts.numpy(), expected.numpy()).pvalue > 1e-3
+    assert drafted == gamma * n and chisquare(counts.numpy(), expected.numpy()).pvalue > 1e-3
 
 
 def test_auto_measures_both_backends_and_picks_the_faster_plain_decoding(tmp_path, monkeypatch):
@@ -150,3 +153,30 @@ def test_the_page_races_on_llamacpp_with_identical_tokens(pair):
             pass
         assert record.spec.token_ids == record.ar.token_ids and len(record.ar.token_ids) == 24
         assert "llama.cpp" in record.device
+
+
+def test_compare_runs_both_backends_each_against_its_own_plain_decoding(pair):
+    """Compare with PyTorch and llama.cpp on one prompt: each backend's ar, then its methods (Medusa refused on
+    llama.cpp with the reason), every output identical to its own backend's ar, and the verdict names the fastest
+    decoding of all."""
+    from app import compare, race, resources
+
+    torch_models = resources._load(DEFAULT_TARGET, DEFAULT_DRAFT, "torch", "asked for PyTorch")
+    llama_models = resources._load(DEFAULT_TARGET, DEFAULT_DRAFT, "llamacpp", "asked for llama.cpp")
+    request = race.parse_request(PROMPTS[1], "lookup", 4, False, 0.0, 1.0, 0, 16, False)
+    state = None
+    for state, _ in compare.run_compare(torch_models, request, ["lookup", "medusa"], None, None,
+                                        ((llama_models, None),)):
+        pass
+    assert state.backends == ["PyTorch", "llama.cpp"]
+    assert state.names == ["ar · PyTorch", "lookup · PyTorch", "medusa · PyTorch",
+                           "ar · llama.cpp", "lookup · llama.cpp", "medusa · llama.cpp"]
+    rows = {r["name"]: r for r in state.summary()["methods"]}
+    assert rows["lookup · PyTorch"]["identical"] is True and rows["lookup · llama.cpp"]["identical"] is True
+    assert "hidden states" in rows["medusa · llama.cpp"]["error"] and not rows["medusa · PyTorch"]["error"]
+    assert rows["ar · llama.cpp"]["decode_speedup"] == rows["ar · PyTorch"]["decode_speedup"] == 1.0
+    lanes = {x.name: x for x in state.items[0].lanes}
+    assert lanes["ar · PyTorch"].token_ids == lanes["lookup · PyTorch"].token_ids
+    assert lanes["ar · llama.cpp"].token_ids == lanes["lookup · llama.cpp"].token_ids
+    assert "Fastest decoding of all:" in compare.verdict_html(state)
+    assert "same backend" in compare.table_html(state)

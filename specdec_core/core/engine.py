@@ -110,7 +110,7 @@ class SpeculativeEngine:
             raise ValueError("this prefix was computed for another prompt or another target")
         generator = make_generator(config.seed, self.target.device)
         state = self.drafter.start()  # this request's drafter state (caches); the drafter itself is shared
-        schedule = DraftLengthSchedule(config.draft, self.cost, len(prompt_ids))
+        schedule = DraftLengthSchedule(config.draft, self.cost, len(prompt_ids), config.max_new_tokens)
         tokens = list(prompt_ids)
         cache = copy_cache(prefix.cache) if shared else prefix.cache  # every committed token but the last
         prefill = prefix.seconds
@@ -153,7 +153,7 @@ class SpeculativeEngine:
             if finished is None and len(tokens) >= self.target.max_positions:
                 finished = "context"
             # 5. Tell the length schedule how it went; record the round.
-            schedule.update(draft.depth, verdict.num_accepted, len(tokens))
+            schedule.update(draft.depth, verdict.num_accepted, len(tokens), config.max_new_tokens - produced)
             ties = self._near_ties(out.logits, verdict, len(new), config)
             yield self._round(index, limit, draft, p_target, verdict, new, t1 - t0, t2 - t1,
                               prefill if index == 0 else 0.0, finished, ties)

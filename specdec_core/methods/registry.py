@@ -39,6 +39,7 @@ class MethodSpec:
     has_q: bool = True  # proposes with a draft distribution q (False: a deterministic, one-hot proposal)
     tree: bool = False  # proposes token trees
     needs_draft_model: bool = False
+    catches_up: bool = False  # keeps its own KV cache, forwarding every token since its last draft before drafting
     peers: tuple[str, ...] = ()  # the bench's equivalents from other libraries
 
 
@@ -71,13 +72,13 @@ def _eagle(tree: bool):
 SPECS = (
     MethodSpec("draft", "Draft model (Qwen2.5-Coder 0.5B)", "draft model, accepted", "#bbf7d0", "#4ade80", _draft,
                "the 0.5B draft model with its own KV cache, rolled back on rejection",
-               needs_draft_model=True, peers=("hf-assisted",)),
+               needs_draft_model=True, catches_up=True, peers=("hf-assisted",)),
     MethodSpec("lookup", "Prompt lookup (no model)", "prompt lookup, accepted", "#bfdbfe", "#60a5fa", _lookup,
                "prompt lookup: n-gram match over prompt + output, no model", options="lookup", has_q=False,
                peers=("hf-lookup", "llamacpp-lookup")),
     MethodSpec("layerskip", "Layer-skip self-speculation", "layer-skip self-draft, accepted", "#e9d5ff", "#c084fc",
                _layerskip, "self-speculation: the target with some middle layers skipped (no extra weights)",
-               options="layerskip"),
+               options="layerskip", catches_up=True),
     MethodSpec("medusa", "Medusa heads (chain)", "Medusa head, accepted", "#fed7aa", "#fb923c", _medusa(False),
                "Medusa heads: small residual blocks on the target's last hidden state, read through the target's "
                "own LM head, guess tokens t+2 … (a chain of each head's top token, or a sample from it)",
@@ -89,11 +90,11 @@ SPECS = (
     MethodSpec("eagle", "EAGLE head (chain)", "EAGLE head, accepted", "#f5d0fe", "#d946ef", _eagle(False),
                "EAGLE: one decoder layer predicting the target's next hidden state from its last one and the next "
                "token's embedding, read through the target's LM head over a reduced draft vocabulary",
-               options="eagle"),
+               options="eagle", catches_up=True),
     MethodSpec("eagle-tree", "EAGLE head (dynamic tree)", "EAGLE tree, accepted", "#d9f99d", "#84cc16", _eagle(True),
                "the same head growing an EAGLE-2 dynamic token tree (expand the most probable nodes per depth, keep "
                "the best by branch probability), verified in one target forward", options="eagle", has_q=False,
-               tree=True),
+               tree=True, catches_up=True),
 )
 REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in SPECS}
 METHODS: tuple[str, ...] = (REFERENCE,) + tuple(REGISTRY)  # every engine method, the reference first

@@ -30,6 +30,9 @@ def timing_context(target: LanguageModel, prompt: list[int], gamma: int, hidden:
     return DraftContext(prompt, gamma, SamplingConfig(), gen, 0.0, features.last(), gamma, features)  # a tree: γ nodes
 
 
+CATCH_UP_BEHIND = 96  # tokens a catch-up is timed over (of the profile's 120-token prompt)
+
+
 def drafter_timer(drafter, target: LanguageModel, gamma: int = 5, behind: int = 2):
     """A timer of one drafter: ms per drafted token of one round, as the engine calls it: its state synced up to
     `behind` tokens before the end of the prompt (last round's commits), then one proposal of `gamma` tokens that
@@ -47,10 +50,34 @@ def drafter_timer(drafter, target: LanguageModel, gamma: int = 5, behind: int = 
     return timer
 
 
+def catch_up_timer(drafter, target: LanguageModel, behind: int = CATCH_UP_BEHIND):
+    """A timer of a drafter with its own cache: ms per token it forwards to catch up, from one proposal `behind`
+    tokens behind the prompt's end against one 2 tokens behind (best of 3 each, fresh copies of the synced state)."""
+
+    def timer(prompt: list[int]) -> float:
+        context = timing_context(target, prompt, 1)
+        hidden = context.features.since(0)
+
+        def round_after(back: int) -> float:
+            synced = drafter.start()
+            drafter.propose(synced, timing_context(target, prompt[:-back], 1, hidden[:-back]))
+            states = [copy.deepcopy(synced) for _ in range(4)]
+            drafter.propose(states.pop(), context)
+            return best_ms(lambda: drafter.propose(states.pop(), context), 3)
+
+        return max(0.0, (round_after(behind) - round_after(2)) / (behind - 2))
+
+    return timer
+
+
 def drafter_timers(target: LanguageModel, draft: LanguageModel | None, options: MethodOptions | None = None) -> dict:
-    """A timer per method whose drafter can be built here (no draft model, no Medusa heads: left out)."""
+    """A timer per method whose drafter can be built here (no draft model, no Medusa heads: left out); for a method
+    whose drafter keeps its own cache, also its catch-up timer (under "<method>" + CATCH_UP)."""
     drafters, _ = buildable(target, draft, options or MethodOptions())
-    return {method: drafter_timer(drafter, target) for method, drafter in drafters.items()}
+    timers = {method: drafter_timer(drafter, target) for method, drafter in drafters.items()}
+    timers |= {method + machine.CATCH_UP: catch_up_timer(drafter, target) for method, drafter in drafters.items()
+               if REGISTRY[method].catches_up}
+    return timers
 
 
 def profile(target: LanguageModel, draft: LanguageModel, options: MethodOptions | None = None, progress: bool = True,
@@ -68,4 +95,5 @@ def cost(profile: Profile | None, method: str, kind: str | None = None) -> Cost 
     if profile is None or method not in profile.draft_ms:
         return None
     return Cost(profile.T, profile.draft_ms[method], prior(method, kind) if kind is not None else (),
-                profile.T if profile.long_context_ms else None)
+                profile.T if profile.long_context_ms else None, REGISTRY[method].catches_up,
+                profile.catch_up_ms.get(method, 0.0))
