@@ -28,6 +28,7 @@ from gguf import GGUFReader, LlamaFileType
 from transformers import AutoTokenizer
 
 from specdec_core.backends.exact import SELF_CHECK
+from specdec_core.backends.representation import cpu_flags
 from specdec_core.backends.models import EMBEDDED, ModelLoadError, assemble_gguf, cache_root, embedded_dir
 from specdec_core.core.config import ConfigError
 from specdec_core.core.backend import ForwardOutput
@@ -325,11 +326,7 @@ def repack_weights() -> bool:
     llama.cpp and in llama-cpp-python's `Llama`, so what a user's plain decoding runs). Measured on a Zen 4 EPYC (2
     threads, target Q4_K_M): 1-token step 45 -> 36 ms, but a 150-token prompt pass 1.1 -> 1.9 s and bitwise-equal
     verify batches 7 -> 3 rows. Off on a CPU with AMX, where the AMX repacking crashed (../shared/notes)."""
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        flags = ""
-    return "amx_tile" not in flags
+    return "amx_tile" not in cpu_flags()
 
 
 def version() -> str:

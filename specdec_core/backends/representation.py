@@ -50,14 +50,18 @@ def parse(name: str, device: torch.device) -> str:
     return name
 
 
+def cpu_flags() -> str:
+    """/proc/cpuinfo, where the CPU's feature flags are read (empty where there is none)."""
+    try:
+        return open("/proc/cpuinfo").read()
+    except OSError:
+        return ""
+
+
 def isa() -> str:
     """The CPU instruction set PyTorch dispatches to (e.g. AVX2, AVX512), with AMX noted where the CPU has it."""
     cap = torch.backends.cpu.get_cpu_capability()
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        flags = ""
-    return f"{cap}+AMX" if "amx_bf16" in flags and cap.startswith("AVX512") else cap
+    return f"{cap}+AMX" if "amx_bf16" in cpu_flags() and cap.startswith("AVX512") else cap
 
 
 @dataclass(frozen=True)

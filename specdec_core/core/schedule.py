@@ -101,21 +101,25 @@ class DraftLengthSchedule:
             self._payable = perfect_draft_speedup(self.cost, self.config.max_adaptive_tokens, self.context)[0] > 1.0
         return self._payable
 
+    @property
+    def behind(self) -> int:
+        """Tokens since the drafter's last draft: what a drafter with its own cache forwards before it drafts again."""
+        return (self.context or 0) - self.synced
+
     def _probe_is_cheap(self) -> bool:
         """A probe costs one drafted token, unless the drafter keeps its own cache and is far behind: then it first
         forwards every token since its last draft (a long prompt's every token, before its first draft; layer skip
         ran 0.29x in decode on a 1 335-token prompt, drafting 8 probe tokens)."""
-        return not self.cost.catches_up or (self.context or 0) - self.synced <= PROBE_BEHIND
+        return not self.cost.catches_up or self.behind <= PROBE_BEHIND
 
     def _catch_up_repaid(self, length: int) -> bool:
         """Would drafting `length` tokens a round from now on save more time over the tokens still to generate than
         the drafter's catch-up costs first? (A draft model behind a 1 335-token prompt spent 3.9 s catching up to save
         about 3.1 s over a 64-token answer: 0.91x in decode.) True where there is nothing to catch up or no measure."""
-        behind = (self.context or 0) - self.synced
-        if not self.cost.catches_up or not self.cost.catch_up_ms or self.remaining is None or behind <= PROBE_BEHIND:
+        if not self.cost.catch_up_ms or self.remaining is None or self._probe_is_cheap():
             return True
         saved = self.remaining * (self.cost.T(1, self.context) - 1.0 / self.expected_rate(length))
-        return saved > behind * self.cost.catch_up_ms
+        return saved > self.behind * self.cost.catch_up_ms
 
     def _best(self) -> int:
         best = max(range(self.config.max_adaptive_tokens + 1), key=self.expected_rate)
