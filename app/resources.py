@@ -141,7 +141,7 @@ class ModelStore:
 
     def _run(self) -> None:
         try:
-            self._phase = "Choosing the backend: timing plain decoding on each (once per machine, about a minute)"
+            self._phase = "Loading: choosing the backend, timing plain decoding on each (once per machine, about a minute)"
             picked = resolve(choice.parse(self.backend))
             self._phase = ""
             self._models = _load(page_target(), page_draft(), picked.backend, picked.reason)

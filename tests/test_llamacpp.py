@@ -79,6 +79,17 @@ def test_a_copied_cache_continues_bit_for_bit(pair):
     assert a.length == 10 and b.length == 31
 
 
+def test_a_token_tree_is_refused_with_its_reason_and_writes_nothing(pair):
+    target, _, _ = pair
+    cache = target.new_cache()
+    target.prefill(list(range(3000, 3010)), cache)
+    with pytest.raises(ConfigError, match="out of position order"):
+        target.forward([3010, 3011, 3012], cache, parents=[-1, 0, 0])
+    with pytest.raises(ConfigError, match="out of position order"):
+        cache.keep(10, [10, 12])  # a branch that skips a sibling's cell
+    assert cache.length == 10
+
+
 @pytest.mark.parametrize("method", [m for m in METHODS if m != "ar"])
 def test_greedy_equals_llamacpp_plain_decoding_or_the_method_is_refused(pair, method):
     target, draft, tokenizer = pair

@@ -32,7 +32,7 @@ AUTO = "auto"
 REFERENCE_PROMPT = 120  # tokens: the profile's prompt length
 REFERENCE_NEW = 128  # tokens: the CLI's default answer
 REFERENCE_STEPS = 12  # one-token steps timed (median) per backend
-VERSION = 2  # 2: llama.cpp's weights repacked (its default)
+VERSION = 3  # 2: llama.cpp's weights repacked (its default); 3: keyed by llama.cpp's kernels too (`build()`)
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def display(backend: str) -> str:
 
 def key(target_name: str, target_repr: str, threads: int) -> dict:
     return {"cpu": platform.processor() or platform.machine(), "isa": isa(), "threads": threads,
-            "torch": torch.__version__, "llamacpp": llamacpp.version(), "target": target_name,
+            "torch": torch.__version__, "llamacpp": llamacpp.version(), "llamacpp_build": llamacpp.build(), "target": target_name,
             "target_repr": target_repr, "cpu_model": _cpuinfo("model name"),
             "cpu_flags": hashlib.md5(_cpuinfo("flags").encode()).hexdigest()[:12], "version": VERSION}
 

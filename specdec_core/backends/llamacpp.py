@@ -8,9 +8,14 @@ k = 2, 3, ... rows, and keeps the largest k whose every logit equals the one-tok
 refused. Each cache is a llama.cpp context of its own (from the model's pool), holding one sequence laid out from
 cell 0, as plain decoding lays it out; a copy moves the sequence's bytes (`llama_state_seq_get/set_data`).
 
-Not offered here, each with its reason (`REFUSED`): token trees (a tree needs per-branch sequences and a kept branch
-would have to move in the cache), and the methods that read the target's hidden states or layers (layer skip, Medusa,
-EAGLE: their heads were trained on the torch target's bf16 hidden states).
+Not offered here, each with its reason (`REFUSED`): the methods that read the target's hidden states or layers (layer
+skip, Medusa, EAGLE: their heads were trained on the torch target's bf16 hidden states), and with them token trees, the
+only methods that propose trees being Medusa's and EAGLE's. A tree could go in one batch through sequence ids (each
+leaf a sequence, each node tagged with the leaves below it, as llama.cpp's own tree drafting does), but it would not
+stay exact: the kept branch sits in cells scattered among its removed siblings, the next tokens fill those holes out of
+position order, and the CPU flash-attention kernel sums over cells in cell order, so later steps would add up in another
+order than plain decoding's. Moving the branch back into order costs a forward per round. (From the kernel's loop over
+cells, ggml-cpu `flash_attn_ext`; not measured.)
 
 Optional: without llama-cpp-python, `load` raises ModelLoadError naming `INSTALL`."""
 from __future__ import annotations
@@ -42,10 +47,14 @@ INSTALL = "pip install -r requirements-llamacpp.txt  (builds llama.cpp from sour
 REFUSED = {
     "layerskip": "layer skip runs a subset of the target's layers, which llama.cpp's graph does not expose",
     "medusa": "Medusa heads read the torch target's hidden states; llama.cpp's Q4_K_M target has other ones",
-    "medusa-tree": "Medusa heads read the torch target's hidden states; token trees are not offered on llama.cpp yet",
+    "medusa-tree": "Medusa heads read the torch target's hidden states (and a kept tree branch would leave llama.cpp's "
+                   "cache out of position order, so later steps would not be bit-exact)",
     "eagle": "the EAGLE head reads the torch target's hidden states; llama.cpp's Q4_K_M target has other ones",
-    "eagle-tree": "the EAGLE head reads the torch target's hidden states; token trees are not offered on llama.cpp yet",
+    "eagle-tree": "the EAGLE head reads the torch target's hidden states (and a kept tree branch would leave llama.cpp's "
+                  "cache out of position order, so later steps would not be bit-exact)",
 }
+TREES = ("token trees are not offered on llama.cpp: a kept branch would leave the cache out of position order, "
+         "and later steps would not be bit-exact")
 PROBE_TOKENS = 24  # tokens decoded one at a time, then in chunks, to find the largest exact verify batch
 PROBE_MAX_ROWS = 16
 PROBE_SHORT, PROBE_LONG = 32, 1024  # cache lengths between which the probe looks for where batches stop agreeing
@@ -86,7 +95,7 @@ class LlamaCache:
 
     def keep(self, prefix: int, positions: list[int]) -> None:
         if positions != list(range(prefix, prefix + len(positions))):
-            raise ConfigError("token trees are not offered on llama.cpp yet")
+            raise ConfigError(TREES)
         self.crop(prefix + len(positions))
 
     def __deepcopy__(self, memo) -> "LlamaCache":  # a drafter's state copied (the profile's timers): its own context
@@ -112,6 +121,7 @@ class LlamaCppModel:
     dtype = torch.float32
     device = torch.device("cpu")
     hidden_size = 0
+    isa = property(lambda self: kernel_isa())  # the instruction set of this build's kernels (the profile's key)
 
     def __init__(self, path: Path, name: str, threads: int, n_ctx: int = 4096, flash_attn: bool = True):
         if L is None:
@@ -138,7 +148,7 @@ class LlamaCppModel:
         self.exact = False  # measured: verify batches up to max_verify_tokens are bitwise equal to 1-token decoding
         self.weight_bytes = self.path.stat().st_size  # what one token's forward reads (the profile's utilization)
         self.representation = f"GGUF {quantisation(self.path)} · llama.cpp"
-        self.representation_note = (f"llama.cpp {version()}, {threads} threads, flash attention "
+        self.representation_note = (f"llama.cpp {version()} ({build()}), {threads} threads, flash attention "
                                     f"{'on' if flash_attn else 'off'}, weights {'repacked' if self.repacked else 'as stored'}")
 
     # -- contexts (one per live cache) ------------------------------------------------------------------------------
@@ -202,7 +212,7 @@ class LlamaCppModel:
     def forward(self, token_ids: list[int], cache: LlamaCache, parents: list[int] | None = None,
                 logits_rows: int | None = None) -> ForwardOutput:
         if parents is not None:
-            raise ConfigError("token trees are not offered on llama.cpp yet")
+            raise ConfigError(TREES)
         allowed = self.verify_rows(cache.length)
         if allowed is not None and len(token_ids) > allowed:
             raise ConfigError(f"refused: a llama.cpp forward of {len(token_ids)} tokens after {cache.length} is not "
@@ -329,5 +339,24 @@ def repack_weights() -> bool:
     return "amx_tile" not in cpu_flags()
 
 
+def kernel_isa() -> str:
+    """The widest instruction set this build's kernels use, in PyTorch's words: AMX, AVX512, AVX2, AVX or DEFAULT."""
+    features = build().split()
+    if any(f.startswith("AMX") for f in features):
+        return "AMX"
+    return next((f for f in ("AVX512", "AVX2", "AVX") if f in features), "DEFAULT")
+
+
 def version() -> str:
     return getattr(L, "__version__", "?") if L is not None else "not installed"
+
+
+@functools.cache
+def build() -> str:
+    """The CPU features this llama.cpp build's kernels use, as llama.cpp reports them (e.g. "AVX2 FMA F16C ... REPACK"
+    for a build limited to AVX2, "... AVX512 AVX512_BF16 ..." for GGML_NATIVE on a Zen 4): which build ran."""
+    if L is None:
+        return "not installed"
+    info = L.llama_print_system_info().decode(errors="replace")
+    return " ".join(part.split("=")[0].strip() for part in info.split("|") if part.strip().endswith("= 1")
+                    ).removeprefix("CPU : ") or info.strip()

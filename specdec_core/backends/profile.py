@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from specdec_core.backends.lm import LanguageModel
-from specdec_core.backends.representation import isa
+from specdec_core.backends.representation import kernels
 from specdec_core.core.kv import crop, new_cache
 from specdec_core.settings import cache_root
 
@@ -100,7 +100,7 @@ def machine_key(target: LanguageModel, draft_repr: str, methods: list[str]) -> d
         device += f" ({torch.cuda.get_device_name(target.device)})"
     else:
         device += f" ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-    return {"device": device, "isa": isa() if target.device.type == "cpu" else target.device.type,
+    return {"device": device, "isa": kernels(target),
             "torch": torch.__version__, "model": target.name, "target_repr": target.representation,
             "draft_repr": draft_repr, "methods": sorted(methods)}
 

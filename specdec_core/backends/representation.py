@@ -158,10 +158,17 @@ def exactness(lm: LanguageModel) -> str:
     return f"bit-exact (≤ {rows} tokens per forward" + (f" up to {until} cached, then 1)" if until else ")")
 
 
+def kernels(lm) -> str:
+    """Where a model's kernels run: the instruction set of its backend's CPU kernels (PyTorch's dispatch; llama.cpp's
+    build, its `isa`), or the GPU type."""
+    if lm.device.type != "cpu":
+        return lm.device.type
+    return getattr(lm, "isa", None) or isa()
+
+
 def describe(lm: LanguageModel) -> str:
     """'int8 weight-only · bit-exact · AVX2' (what the page, the CLI and the JSON say about the target)."""
-    where = isa() if lm.device.type == "cpu" else lm.device.type
-    return f"{lm.representation} · {exactness(lm)} · {where}"
+    return f"{lm.representation} · {exactness(lm)} · {kernels(lm)}"
 
 
 DENSE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}

@@ -14,7 +14,7 @@ from specdec_core.bench.prompts import BenchPrompt, suite
 from specdec_core.bench.runner import BenchConfig, run_bench
 from specdec_core.core.config import GenerationConfig
 from specdec_core.methods.registry import buildable
-from specdec_core.backends.representation import describe, isa
+from specdec_core.backends.representation import describe, kernels
 
 PROMPTS = (("humaneval", 2), ("chat", 1))  # the first two HumanEval problems and the first chat instruction
 
@@ -36,7 +36,7 @@ def check(target, draft, tokenizer, profile, generation: GenerationConfig, optio
         "device": str(target.device),
         "device_name": torch.cuda.get_device_name(target.device) if target.device.type == "cuda" else platform.processor()
         or platform.machine(),
-        "isa": isa() if target.device.type == "cpu" else None,
+        "isa": kernels(target) if target.device.type == "cpu" else None,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "target_repr": describe(target),
