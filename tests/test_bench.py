@@ -145,6 +145,7 @@ def test_reports(tmp_path):
     lines = text.splitlines()
     assert len(lines) == 2 + 3 and lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
     assert "| draft | 8 | 2.00 | 2.00× |" in text and "differs (peer, not bit-exact) 1 of 2" in lines[4]
+    assert lines[4].startswith("| hf-assisted (not verified by us) |")  # its drafts pass transformers' own checks
     assert peer_lines(rows) == ["draft vs hf-assisted: 1.25×"]
     data = json.loads(json.dumps(to_json({"command": "x"}, rows, records())))
     assert data["summary"][1]["method"] == "draft" and len(data["runs"]) == 6

@@ -15,6 +15,9 @@ from specdec_core.methods.registry import REGISTRY
 # methods against llama.cpp's plain decoding (what a CPU user would otherwise run)
 PEERS = tuple((name, peer) for name, spec in REGISTRY.items() for peer in spec.peers) + (
     ("ar", "hf-ar"), ("ar", "llamacpp-ar"), ("draft", "llamacpp-ar"), ("lookup", "llamacpp-ar"))
+# other libraries' own speculative decoding (transformers' assisted generation and lookup, llama-cpp-python's prompt
+# lookup): their drafts are accepted by their own code, not by this engine's verification
+UNVERIFIED = tuple(peer for name, spec in REGISTRY.items() if name != "ar" for peer in spec.peers)
 
 
 def _f(value, fmt: str = ".2f", suffix: str = "") -> str:
@@ -31,7 +34,7 @@ def table(rows: list[Row]) -> str:
         same = ("other weights" if r.method in OTHER_WEIGHTS and not r.compared else "–" if not r.compared else
                 differs if r.mismatches else "✓")
         lines.append(
-            f"| {r.method} | {r.tokens} | {r.end_to_end_tokens_per_second:.2f} | {_f(r.end_to_end_speedup, '.2f', '×')} "
+            f"| {r.method}{' (not verified by us)' if r.method in UNVERIFIED else ''} | {r.tokens} | {r.end_to_end_tokens_per_second:.2f} | {_f(r.end_to_end_speedup, '.2f', '×')} "
             f"| {_f(r.decode_speedup, '.2f', '×')} | {_f(r.predicted_speedup, '.2f', '×')} "
             f"| {_f(r.bound, '.2f', '×')} | {_f(r.bound_with_verify, '.2f', '×')} | {_f(r.alpha)} | {_f(r.tau)} "
             f"| {_f(r.cost_ratio)} | {_f(r.target_forwards, 'd')} | {_f(r.draft_seconds, '.1f')} | {_f(r.verify_seconds, '.1f')} "
