@@ -410,8 +410,9 @@ def bench_one(args, methods, config, options, prompts) -> int:
         "draft_length": config.draft.kind,
         "timing": "wall clock per call, prompt pass included; end_to_end_speedup = end-to-end tokens/s over ar's, "
                   "same run; decode_speedup excludes prompt passes; predicted_speedup = E[tokens/round] x T(1) / "
-                  "(nodes x T_draft + T(nodes+1)) from the profile and this run's per-position acceptance (a decode "
-                  "speedup)",
+                  "(nodes x T_draft + T(nodes+1)) from the profile and this run's per-position acceptance, with a "
+                  "drafter's one catch-up over the prompt (prompt tokens x its catch-up ms) where it keeps its own "
+                  "cache (a decode speedup)",
         "profile": profile.to_dict(),
         "resumed_prompts": resumed,  # read back from --resume, timed by an earlier process
         "hf_settings": {m: hf_settings(m, config, options.lookup) for m in methods if m.startswith("hf-")},

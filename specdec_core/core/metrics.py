@@ -101,12 +101,13 @@ def expected_tokens_from_positions(per_position: list[float], depth: int) -> flo
 
 
 def predicted_speedup(per_position: list[float], draft_lengths: dict[int, int], draft_ms: float, target_ms,
-                      tree: bool = False) -> float:
+                      tree: bool = False, once_ms: float = 0.0) -> float:
     """Decode speedup over plain decoding predicted from a cost profile: E[tokens per round] x T(1) /
     (γ x T_draft + T(γ + 1)), averaged over the rounds' draft lengths γ (`draft_lengths`: γ -> rounds; a round that
     drafted nothing is one plain step). `target_ms(n)` is the measured cost of a target forward of n tokens. A token
-    tree of γ nodes is verified in one forward of γ + 1 and yields up to its depth (len(per_position)) tokens."""
-    tokens = ms = 0.0
+    tree of γ nodes is verified in one forward of γ + 1 and yields up to its depth (len(per_position)) tokens.
+    `once_ms`: what the runs spent once, outside any round's steady cost (a drafter's catch-up over the prompt)."""
+    tokens, ms = 0.0, once_ms
     for length, rounds in draft_lengths.items():
         length = int(length)
         depth = min(length, len(per_position)) if tree else length

@@ -167,7 +167,10 @@ def compare(runs: list[Run], reference: list[Run], tree: bool = False, cost=None
         with_prompt = [r for r in runs if r.prompt_ids]  # the context the run's rounds saw, on average
         context = (round(sum(len(r.prompt_ids) + len(r.token_ids) / 2 for r in with_prompt) / len(with_prompt))
                    if with_prompt and len(with_prompt) == len(runs) else None)
-        fields = _engine_fields(stats, ref_stats, tree, cost, context)
+        # a drafter with its own cache first catches up over the prompt, once per run that drafts (in its decode time)
+        caught_up = (sum(len(r.prompt_ids) for r in runs if r.stats.drafted)
+                     if with_prompt and len(with_prompt) == len(runs) else 0)
+        fields = _engine_fields(stats, ref_stats, tree, cost, context, caught_up)
         if is_reference:
             fields["predicted_speedup"] = 1.0 if profiled else None
     diffs = differences(runs, reference) if greedy and comparable and not is_reference else []
@@ -185,7 +188,8 @@ def compare(runs: list[Run], reference: list[Run], tree: bool = False, cost=None
         **fields)
 
 
-def _engine_fields(stats: list[Stats], reference: list[Stats], tree: bool, cost, context: int | None = None) -> dict:
+def _engine_fields(stats: list[Stats], reference: list[Stats], tree: bool, cost, context: int | None = None,
+                   caught_up: int = 0) -> dict:
     """What the trace tells about a method's runs: decode speed and speedup, α, τ, γ, c, per-position acceptance,
     the profile's prediction and (chains) the Leviathan bound."""
     decode = lambda s: s.draft_seconds + s.verify_seconds  # noqa: E731
@@ -203,7 +207,8 @@ def _engine_fields(stats: list[Stats], reference: list[Stats], tree: bool, cost,
         lengths = Counter()
         for s in stats:
             lengths.update(s.draft_lengths)
-        predicted = predicted_speedup(per_position, lengths, cost.draft_ms, lambda n: cost.T(n, context), tree)
+        once = caught_up * cost.catch_up_ms if cost.catches_up else 0.0
+        predicted = predicted_speedup(per_position, lengths, cost.draft_ms, lambda n: cost.T(n, context), tree, once)
     elif rounds and cost is not None:  # the cost-aware length drafted nothing: one plain step a round, as ar
         predicted = 1.0
     if drafted and not tree and c is not None:
