@@ -24,7 +24,7 @@ import torch
 
 from specdec_core.backends import llamacpp
 from specdec_core.backends.models import EMBEDDED, auto_device
-from specdec_core.backends.representation import isa
+from specdec_core.backends.representation import cpuinfo, isa
 from specdec_core.core.kv import new_cache
 from specdec_core.settings import BACKENDS, cache_root
 
@@ -93,22 +93,11 @@ def display(backend: str) -> str:
     return {"torch": "PyTorch", "llamacpp": "llama.cpp", AUTO: "auto"}.get(backend, backend)
 
 
-
 def key(target_name: str, target_repr: str, threads: int) -> dict:
     return {"cpu": platform.processor() or platform.machine(), "isa": isa(), "threads": threads,
-            "torch": torch.__version__, "llamacpp": llamacpp.version(), "llamacpp_build": llamacpp.build(), "target": target_name,
-            "target_repr": target_repr, "cpu_model": _cpuinfo("model name"),
-            "cpu_flags": hashlib.md5(_cpuinfo("flags").encode()).hexdigest()[:12], "version": VERSION}
-
-
-def _cpuinfo(field_name: str) -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith(field_name):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+            "torch": torch.__version__, "llamacpp": llamacpp.version(), "llamacpp_build": llamacpp.build(),
+            "target": target_name, "target_repr": target_repr, "cpu_model": cpuinfo("model name"),
+            "cpu_flags": hashlib.md5(cpuinfo("flags").encode()).hexdigest()[:12], "version": VERSION}
 
 
 def cache_path(k: dict) -> Path:

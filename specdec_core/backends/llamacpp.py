@@ -35,7 +35,7 @@ from gguf import GGUFReader, LlamaFileType
 from transformers import AutoTokenizer
 
 from specdec_core.backends.exact import SELF_CHECK
-from specdec_core.backends.representation import cpu_flags
+from specdec_core.backends.representation import cpuinfo
 from specdec_core.backends.models import EMBEDDED, ModelLoadError, assemble_gguf, cache_root, embedded_dir
 from specdec_core.core.config import ConfigError
 from specdec_core.core.backend import ForwardOutput
@@ -46,17 +46,15 @@ except ImportError:  # pragma: no cover - depends on the machine
     L = None
 
 INSTALL = "pip install -r requirements-llamacpp.txt  (builds llama.cpp from source: about 11 minutes on 2 cores)"
+TREES = ("token trees are not offered on llama.cpp: a kept branch would leave the cache out of position order, "
+         "and later steps would not be bit-exact")
 REFUSED = {
     "layerskip": "layer skip runs a subset of the target's layers, which llama.cpp's graph does not expose",
     "medusa": "Medusa heads read the torch target's hidden states; llama.cpp's Q4_K_M target has other ones",
-    "medusa-tree": "Medusa heads read the torch target's hidden states (and a kept tree branch would leave llama.cpp's "
-                   "cache out of position order, so later steps would not be bit-exact)",
+    "medusa-tree": f"Medusa heads read the torch target's hidden states; and {TREES}",
     "eagle": "the EAGLE head reads the torch target's hidden states; llama.cpp's Q4_K_M target has other ones",
-    "eagle-tree": "the EAGLE head reads the torch target's hidden states (and a kept tree branch would leave llama.cpp's "
-                  "cache out of position order, so later steps would not be bit-exact)",
+    "eagle-tree": f"the EAGLE head reads the torch target's hidden states; and {TREES}",
 }
-TREES = ("token trees are not offered on llama.cpp: a kept branch would leave the cache out of position order, "
-         "and later steps would not be bit-exact")
 PROBE_TOKENS = 24  # tokens decoded one at a time, then in chunks, to find the largest exact verify batch
 PROBE_MAX_ROWS = 16
 PROBE_SHORT, PROBE_LONG = 32, 1024  # cache lengths between which the probe looks for where batches stop agreeing
@@ -338,7 +336,7 @@ def repack_weights() -> bool:
     llama.cpp and in llama-cpp-python's `Llama`, so what a user's plain decoding runs). Measured on a Zen 4 EPYC (2
     threads, target Q4_K_M): 1-token step 45 -> 36 ms, but a 150-token prompt pass 1.1 -> 1.9 s and bitwise-equal
     verify batches 7 -> 3 rows. Off on a CPU with AMX, where the AMX repacking crashed (../shared/notes)."""
-    return "amx_tile" not in cpu_flags()
+    return "amx_tile" not in cpuinfo("flags").split()
 
 
 def kernel_isa() -> str:

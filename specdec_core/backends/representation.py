@@ -50,18 +50,20 @@ def parse(name: str, device: torch.device) -> str:
     return name
 
 
-def cpu_flags() -> str:
-    """/proc/cpuinfo, where the CPU's feature flags are read (empty where there is none)."""
+def cpuinfo(field_name: str) -> str:
+    """The first value of a /proc/cpuinfo field, e.g. "flags" (the CPU's features) or "model name"; empty where there
+    is none."""
     try:
-        return open("/proc/cpuinfo").read()
+        lines = open("/proc/cpuinfo").read().splitlines()
     except OSError:
         return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(field_name)), "")
 
 
 def isa() -> str:
     """The CPU instruction set PyTorch dispatches to (e.g. AVX2, AVX512), with AMX noted where the CPU has it."""
     cap = torch.backends.cpu.get_cpu_capability()
-    return f"{cap}+AMX" if "amx_bf16" in cpu_flags() and cap.startswith("AVX512") else cap
+    return f"{cap}+AMX" if "amx_bf16" in cpuinfo("flags").split() and cap.startswith("AVX512") else cap
 
 
 @dataclass(frozen=True)

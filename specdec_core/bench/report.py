@@ -33,8 +33,9 @@ def table(rows: list[Row]) -> str:
         differs = f"{'differs (peer, not bit-exact)' if r.peer else '✗'} {r.mismatch_count} of {r.compared}"
         same = ("other weights" if r.method in OTHER_WEIGHTS and not r.compared else "–" if not r.compared else
                 differs if r.mismatches else "✓")
+        name = f"{r.method} (not verified by us)" if r.method in UNVERIFIED else r.method
         lines.append(
-            f"| {r.method}{' (not verified by us)' if r.method in UNVERIFIED else ''} | {r.tokens} | {r.end_to_end_tokens_per_second:.2f} | {_f(r.end_to_end_speedup, '.2f', '×')} "
+            f"| {name} | {r.tokens} | {r.end_to_end_tokens_per_second:.2f} | {_f(r.end_to_end_speedup, '.2f', '×')} "
             f"| {_f(r.decode_speedup, '.2f', '×')} | {_f(r.predicted_speedup, '.2f', '×')} "
             f"| {_f(r.bound, '.2f', '×')} | {_f(r.bound_with_verify, '.2f', '×')} | {_f(r.alpha)} | {_f(r.tau)} "
             f"| {_f(r.cost_ratio)} | {_f(r.target_forwards, 'd')} | {_f(r.draft_seconds, '.1f')} | {_f(r.verify_seconds, '.1f')} "

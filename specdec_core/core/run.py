@@ -164,12 +164,11 @@ def compare(runs: list[Run], reference: list[Run], tree: bool = False, cost=None
     traced = bool(runs) and len(stats) == len(runs)
     fields: dict = {}
     if traced:
-        with_prompt = [r for r in runs if r.prompt_ids]  # the context the run's rounds saw, on average
-        context = (round(sum(len(r.prompt_ids) + len(r.token_ids) / 2 for r in with_prompt) / len(with_prompt))
-                   if with_prompt and len(with_prompt) == len(runs) else None)
-        # a drafter with its own cache first catches up over the prompt, once per run that drafts (in its decode time)
-        caught_up = (sum(len(r.prompt_ids) for r in runs if r.stats.drafted)
-                     if with_prompt and len(with_prompt) == len(runs) else 0)
+        prompts = all(r.prompt_ids for r in runs)
+        # the context the run's rounds saw, on average; and a drafter with its own cache first catches up over the
+        # prompt, once per run that drafts (in its decode time)
+        context = round(sum(len(r.prompt_ids) + len(r.token_ids) / 2 for r in runs) / len(runs)) if prompts else None
+        caught_up = sum(len(r.prompt_ids) for r in runs if r.stats.drafted) if prompts else 0
         fields = _engine_fields(stats, ref_stats, tree, cost, context, caught_up)
         if is_reference:
             fields["predicted_speedup"] = 1.0 if profiled else None
