@@ -124,15 +124,19 @@ def cost_curve_figure(profile, roofline: dict[str, dict[int, float]] | None = No
     """This machine's T(n) / T(1) for a target forward of n tokens, beside the 'free verification' the textbook
     formula assumes (1 for every n), 'no batching at all' (n) and, when given, each device's roofline T(n) / T(1)
     (device name -> {n: ratio}; thin lines: a model, not a measurement)."""
-    ns = sorted(profile.target_ms)
+    timed = {**profile.unverified_ms, **profile.target_ms}  # llama.cpp: forwards past its exact batch, timed only
+    ns = sorted(timed)
     t1 = profile.target_ms[1]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=ns, y=[1.0] * len(ns), name="free verification (the formula's assumption)",
                              line=dict(dash="dot", color="#9ca3af")))
     fig.add_trace(go.Scatter(x=ns, y=ns, name="n separate steps", line=dict(dash="dash", color="#d1d5db")))
-    fig.add_trace(go.Scatter(x=ns, y=[profile.target_ms[n] / t1 for n in ns], mode="lines+markers",
+    fig.add_trace(go.Scatter(x=ns, y=[timed[n] / t1 for n in ns], mode="lines+markers",
                              name=f"measured here ({profile.isa}, {profile.target_repr})",
-                             text=[f"{profile.target_ms[n]:.0f} ms" for n in ns], line=dict(width=4, color="#2563eb")))
+                             text=[f"{timed[n]:.0f} ms" + ("" if n in profile.target_ms else
+                                                          " (timed only: past the exact verify batch)") for n in ns],
+                             marker=dict(symbol=["circle" if n in profile.target_ms else "circle-open" for n in ns],
+                                         size=9), line=dict(width=4, color="#2563eb")))
     for i, (name, ratios) in enumerate((roofline or {}).items()):
         xs = sorted(ratios)
         here = name == "this machine"

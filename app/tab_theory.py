@@ -83,7 +83,7 @@ def cost_curve_handler(record=None):
     shapes = _shapes(models)
     report = _report(record, profile, models, shapes)
     p, here, shape = profile, report["this_machine"], shapes[0]
-    sizes = sorted(n for n in p.target_ms if n <= 16)
+    sizes = sorted(n for n in {**p.unverified_ms, **p.target_ms} if n <= 16)
     curves = {d.name: {n: roofline.t_ms(d, shape, n) / roofline.t_ms(d, shape, 1) for n in sizes}
               for d in (roofline.this_machine(p, shape, "this machine"),) + roofline.CATALOGUE}
     verdict = ("nearly free" if p.T(6) / p.T(1) < 1.3 else "far from free")
@@ -94,7 +94,8 @@ def cost_curve_handler(record=None):
             f"at {p.bandwidth_gb_s:.1f} GB/s copy bandwidth: utilization {p.utilization:.0%}. The race's prediction "
             f"uses these measured costs. The thin lines are a roofline, T(n) ≈ overhead + max(bytes / bandwidth, "
             f"FLOPs(n) / peak), from each device's datasheet; here it gives {errors} (overhead "
-            f"{here['calibrated_overhead_ms']:.0f} ms calibrated from T(1); peak from the prompt pass). "
+            f"{here['calibrated_overhead_ms']:.0f} ms calibrated from T(1); its arithmetic rate per row count from a matmul "
+            f"probe of the target's own kernels). "
             "`python -m specdec_core whatif` prints the table.")
     rows = report["devices"]
     method = next(iter(report["acceptance"]["per_position"]), None)

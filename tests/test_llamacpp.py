@@ -53,6 +53,23 @@ def test_the_probe_finds_an_exact_batch_and_a_larger_one_is_refused(pair):
     assert out.logits.shape == (k, target.vocab_size) and cache.length == 20 + k
 
 
+def test_the_matmul_probe_times_ggmls_kernels_as_the_model_runs_them(pair):
+    """The roofline's compute term here: ggml's kernel on a cache-resident weight, repacked where the model's are, and
+    more rows cost more arithmetic; a forward past the exact batch is offered for timing only."""
+    from specdec_core.backends.ggml_kernels import matmul_seconds
+
+    target, _, _ = pair
+    q4_k = 12  # ggml's Q4_K, most of the target's weights
+    repacked, seconds = matmul_seconds(q4_k, 1536, (1, 8), target.threads, target.repacked, reps=5)
+    assert repacked == target.repacked and 0 < seconds[1] < seconds[8]
+    rates = target.kernel_tflops((1, 2))
+    assert set(rates) == {1, 2} and all(0 < r < 100 for r in rates.values())
+    cache = target.new_cache()
+    target.prefill(list(range(1000, 1020)), cache)
+    target.forward_unverified(list(range(1020, 1020 + llamacpp.PROBE_MAX_ROWS)), cache)
+    assert cache.length == 20 + llamacpp.PROBE_MAX_ROWS
+
+
 def test_past_the_measured_cache_length_only_one_token_verifies(pair):
     """On 2+ threads llama.cpp's one-token attention splits a long cache across threads and a batch does not: the
     probe finds the length, the engine drafts nothing past it and a larger forward is refused."""

@@ -78,6 +78,8 @@ def test_measure_cache_and_reject_foreign_or_corrupt(tmp_path, monkeypatch):
     first = prof.get(target, timers, "none", ["lookup"], progress=False, say=said.append)
     assert set(first.target_ms) == set(prof.SIZES) and all(v > 0 for v in first.target_ms.values())
     assert first.bandwidth_gb_s > 0 and 0 < first.utilization and "lookup" in first.draft_ms
+    assert set(first.kernel_tflops) == set(prof.ROOFLINE_SIZES) and all(v > 0 for v in first.kernel_tflops.values())
+    assert first.unverified_ms == {}  # the torch target verifies any number of rows: nothing is timed past it
     assert prof.get(target, timers, "none", ["lookup"], progress=False, say=said.append) == first and not said  # cached
     path = prof.cache_path(prof.machine_key(target, "none", ["lookup"]))
     data = json.loads(path.read_text())

@@ -55,6 +55,39 @@ def test_this_machine_is_calibrated_to_its_measured_step():
     assert here.peak_tflops == pytest.approx(2 * TARGET.params * 46.2 / 1e12, rel=1e-3)
 
 
+# The same Zen 4 with llama.cpp's Q4_K_M target, as `profile --backend llamacpp` wrote it (2026-12-08): T(1..3) verify
+# forwards, T(4) and T(8) timed past its exact batch, and the matmul probe's rates per row count.
+ZEN4_LLAMACPP = Profile(device="cpu (x86_64, 2 threads)", isa="AVX512", torch="2.13.0+cpu", model="qwen2.5-coder-1.5b",
+                        target_repr="GGUF Q4_K_M · llama.cpp", draft_repr="GGUF", methods=sorted(REGISTRY),
+                        target_ms={1: 32.7, 2: 61.9, 3: 86.0}, draft_ms={"draft": 12.0, "lookup": 0.01},
+                        prefill_tokens_per_s=87.3, bandwidth_gb_s=52.2, utilization=0.7, target_bytes=1117320768,
+                        kernel_tflops={1: 0.097, 2: 0.106, 3: 0.109, 4: 0.129, 8: 0.119},
+                        unverified_ms={4: 106.0, 8: 238.1})
+
+
+def test_the_matmul_probe_sets_the_compute_term_per_row_count():
+    here = roofline.this_machine(ZEN4_LLAMACPP, TARGET)
+    assert here.peak_by_rows == ZEN4_LLAMACPP.kernel_tflops and "matmul probe" in here.source
+    assert here.peak(1) == 0.097 and here.peak(6) == 0.129 and here.peak(16) == 0.119
+    ratio = roofline.t_ratio(here, TARGET, (2, 4, 8))
+    # compute bound from one row (3.09 GFLOP at 0.097 TFLOPS = 32 ms > 1.12 GB / 52.2 GB/s = 21 ms): a row costs a step
+    assert ratio["2"] == pytest.approx(2 * 0.097 / 0.106, rel=0.02)
+    assert ratio["8"] == pytest.approx(8 * 0.097 / 0.119, rel=0.02)
+    # the prompt pass's rate, which runs another kernel, would have called the same machine bandwidth bound
+    no_probe = roofline.this_machine(Profile(**{**ZEN4_LLAMACPP.to_dict(), "kernel_tflops": {}}), TARGET)
+    assert roofline.t_ratio(no_probe, TARGET, (2,))["2"] < 1.2
+
+
+def test_whatif_checks_the_roofline_where_the_profile_timed_past_the_exact_batch():
+    report = whatif.whatif(ZEN4_LLAMACPP, TARGET, DRAFT, whatif.from_priors("code"), ["draft"], max_verify_tokens=3)
+    here = report["this_machine"]
+    assert here["measured_t_ratio"] == {"2": round(61.9 / 32.7, 3), "4": round(106.0 / 32.7, 3),
+                                        "8": round(238.1 / 32.7, 3)}
+    assert set(here["error_pct"]) == {"2", "4", "8"} and here["probe_tflops"]["4"] == 0.129
+    assert report["devices"][0]["t_ratio"] == here["measured_t_ratio"]
+    assert report["devices"][0]["best_gamma"]["draft"] <= 2  # never past the exact batch
+
+
 def test_best_length_is_plain_decoding_where_nothing_pays():
     flat = lambda n: 10.0  # noqa: E731 - free verification
     steep = lambda n: 10.0 * n  # noqa: E731 - every row a full step

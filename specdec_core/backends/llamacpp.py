@@ -224,6 +224,23 @@ class LlamaCppModel:
             logits = self._decode(cache, chunk, min(len(chunk), max(0, rows - (len(token_ids) - start - len(chunk)))))
         return ForwardOutput(logits, torch.empty(rows, 0))
 
+    def forward_unverified(self, token_ids: list[int], cache: LlamaCache) -> None:
+        """A forward of any size with its logits computed and dropped: for the profile's timing of T(n) past the
+        exact verify batch (the roofline's check), never for verification."""
+        self._decode(cache, token_ids, len(token_ids))
+
+    def kernel_tflops(self, sizes: tuple[int, ...]) -> dict[int, float]:
+        """{n: TFLOPS} this model's matmuls reach on n rows, from ggml's kernels on cache-resident weights
+        (backends/ggml_kernels.py): every matmul weight of the GGUF (the token table only where the output reuses
+        it), with this model's threads and repacking."""
+        from specdec_core.backends.ggml_kernels import model_tflops
+
+        tensors = [t for t in GGUFReader(str(self.path)).tensors if len(t.shape) == 2]
+        tied = not any(t.name == "output.weight" for t in tensors)
+        weights = [(int(t.tensor_type), int(t.shape[0]), int(t.shape[1])) for t in tensors
+                   if t.name != "token_embd.weight" or tied]
+        return model_tflops(weights, tuple(sizes), self.threads, self.repacked)
+
     def verify_rows(self, cached: int) -> int | None:
         """The most tokens one forward after `cached` tokens computes bitwise as 1-token decoding does (None: not
         measured, any). Past `exact_until` only one: there llama.cpp's one-token decode splits the attention over

@@ -5,6 +5,8 @@ between them measures the same code. `forward_layers` runs only some decoder lay
 """
 from __future__ import annotations
 
+import time
+
 import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask
@@ -33,6 +35,33 @@ class LanguageModel:
 
     def new_cache(self) -> DynamicCache:
         return new_cache()
+
+    @torch.inference_mode()
+    def kernel_tflops(self, sizes: tuple[int, ...], reps: int = 15) -> dict[int, float]:
+        """{n: TFLOPS} the first decoder layer's linear layers reach on n rows, each as the target runs it (its
+        representation, its exact wrapper), timed alone and repeated so its weights sit in cache: the matmul probe
+        behind the roofline's compute term (backends/roofline.py). Fastest of `reps` per layer."""
+        layer = self.decoder.layers[0]
+        found = [(n, m) for n, m in layer.named_modules() if hasattr(m, "in_features") and hasattr(m, "out_features")]
+        linears = [m for n, m in found if not any(n.startswith(f"{o}.") for o, _ in found)]  # outermost wrappers
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        rates = {}
+        for n in sizes:
+            seconds = flops = 0.0
+            for lin in linears:
+                x = torch.randn(1, n, lin.in_features, dtype=self.dtype, device=self.device)
+                lin(x)
+                best = float("inf")
+                for _ in range(reps):
+                    sync()
+                    t0 = time.perf_counter()
+                    lin(x)
+                    sync()
+                    best = min(best, time.perf_counter() - t0)
+                seconds += best
+                flops += 2 * lin.in_features * lin.out_features * n
+            rates[n] = round(flops / seconds / 1e12, 4)
+        return rates
 
     @property
     def device(self) -> torch.device:

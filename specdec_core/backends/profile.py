@@ -28,8 +28,10 @@ SIZES = (1, 2, 3, 4, 6, 8, 11, 16, 17)  # plain step, chains up to 16 drafts, tr
 PROMPT_TOKENS = 120
 LONG_CONTEXT = 1024  # T(n) measured again after this many cached tokens: how a verify forward grows with the context
 LONG_SIZES = (1, 2, 4, 8)
-VERSION = 7  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured;
-# 5: T(n) after LONG_CONTEXT tokens too; 6: llama.cpp's weights repacked (its default); 7: drafters' catch-up timed
+ROOFLINE_SIZES = (1, 2, 3, 4, 8)  # rows the matmul probe times (and T(n) is timed for, past an exact verify batch)
+VERSION = 8  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured;
+# 5: T(n) after LONG_CONTEXT tokens too; 6: llama.cpp's weights repacked (its default); 7: drafters' catch-up timed;
+# 8: the matmul probe (kernel_tflops) and T(n) past llama.cpp's exact batch (unverified_ms), for the roofline
 CATCH_UP = ":catch-up"  # a drafter timer under "<method>:catch-up" times that drafter's catch-up per token
 
 
@@ -50,6 +52,10 @@ class Profile:
     target_bytes: int
     long_context_ms: dict[int, float] = field(default_factory=dict)  # n -> ms after LONG_CONTEXT cached tokens
     catch_up_ms: dict[str, float] = field(default_factory=dict)  # method -> ms per token its own cache catches up
+    kernel_tflops: dict[int, float] = field(default_factory=dict)  # n -> TFLOPS the target's matmuls reach on n rows
+    # with their weights in cache (the matmul probe: the roofline's compute term here)
+    unverified_ms: dict[int, float] = field(default_factory=dict)  # n -> ms of a forward past the exact verify batch
+    # (llama.cpp): timed for the roofline's check only, never used to verify
     version: int = VERSION
 
     def T(self, n: int, context: int | None = None) -> float:
@@ -74,6 +80,8 @@ class Profile:
         d["draft_ms"] = {str(k): float(v) for k, v in d["draft_ms"].items()}
         d["long_context_ms"] = {int(k): float(v) for k, v in d.get("long_context_ms", {}).items()}
         d["catch_up_ms"] = {str(k): float(v) for k, v in d.get("catch_up_ms", {}).items()}
+        for k in ("kernel_tflops", "unverified_ms"):
+            d[k] = {int(n): float(v) for n, v in d.get(k, {}).items()}
         d["methods"] = [str(m) for m in d["methods"]]
         return Profile(**d)
 
@@ -168,7 +176,8 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
     prompt = [(1000 + 37 * i) % vocab for i in range(PROMPT_TOKENS)]
     rows = getattr(target, "max_verify_tokens", None)  # a backend verifying at most this many rows exactly
     sizes = [n for n in SIZES if rows is None or n <= rows] + ([rows] if rows and rows not in SIZES else [])
-    steps = len(sizes) + len(drafters) + 3
+    unverified = [n for n in ROOFLINE_SIZES if n not in sizes] if hasattr(target, "forward_unverified") else []
+    steps = len(sizes) + len(drafters) + 4
     with tqdm(total=steps, desc="profile", unit="step", disable=not progress) as bar:
         cache = new_cache(target)
         t0 = time.perf_counter()
@@ -189,6 +198,18 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
                     step()  # warm-up for this shape
                 target_ms[n] = round(min(best_ms(step, 3), target_ms.get(n, float("inf"))), 2)
                 bar.update(sweep)
+        unverified_ms = {}
+        for n in unverified:
+            ids = prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
+
+            def wide_step():
+                target.forward_unverified(ids, cache)
+                crop(cache, base)
+
+            wide_step()
+            unverified_ms[n] = round(best_ms(wide_step, 3), 2)
+        kernel = target.kernel_tflops(ROOFLINE_SIZES) if hasattr(target, "kernel_tflops") else {}
+        bar.update()
         long_ms = {}
         if target.max_positions > LONG_CONTEXT + max(sizes):
             long_prompt = [(1000 + 37 * i) % vocab for i in range(LONG_CONTEXT)]
@@ -219,7 +240,8 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
     util = nbytes / (target_ms[1] / 1e3) / (bw * 1e9)
     return Profile(**machine_key(target, draft_repr, methods), target_ms=target_ms, draft_ms=draft_ms,
                    prefill_tokens_per_s=round(prefill, 1), bandwidth_gb_s=round(bw, 2), utilization=round(util, 3),
-                   target_bytes=nbytes, long_context_ms=long_ms, catch_up_ms=catch_up_ms)
+                   target_bytes=nbytes, long_context_ms=long_ms, catch_up_ms=catch_up_ms, kernel_tflops=kernel,
+                   unverified_ms=unverified_ms)
 
 
 def get(target: LanguageModel, drafters, draft_repr: str, methods: list[str], progress: bool = True, say=print,

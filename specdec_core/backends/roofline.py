@@ -7,9 +7,12 @@ another, with every input stated.
   cache of `context` earlier tokens (K and V, every layer, bf16);
 - FLOPs(n) = 2 · parameters · n + attention (4 · layers · heads · head_dim · n · (context + n));
 - bandwidth and peak: a catalogue device's datasheet numbers (each with its source; `estimate` where the datasheet
-  gives none and we derived it), or this machine's measured ones (`this_machine`): the profile's copy rate and an
-  effective peak from the profile's prompt pass (2 · parameters · prompt tokens/s: the rate this backend's kernels
-  reach on many rows);
+  gives none and we derived it), or this machine's measured ones (`this_machine`): the profile's copy rate and, per
+  row count n, the rate the target's own matmul kernels reach on n rows with their weights in cache (the profile's
+  matmul probe: ggml's kernels for llama.cpp, the first layer's linears for PyTorch). A hardware peak is the wrong
+  number on a CPU: llama.cpp's Q4_K kernels for 1-3 rows unpack the 4-bit weights once per row and reach a third of
+  the rate of its many-row kernel, so each verified row costs nearly a step of arithmetic. Without a probe (an older
+  profile) the peak is the prompt pass's rate (2 · parameters · prompt tokens/s);
 - overhead: per forward, what neither term explains: calibrated on this machine from the measured T(1); on a GPU an
   estimate of kernel launches (eager PyTorch, one batch-1 forward).
 
@@ -83,9 +86,18 @@ class Device:
     estimate: bool = False  # a number derived by us, not printed on a datasheet
     note: str = ""
     weight_bytes: float | None = None  # measured: what one forward of the target reads (else params x BYTES_PER_PARAM)
+    peak_by_rows: dict[int, float] | None = None  # measured: TFLOPS the target's kernels reach on n rows (the probe)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def peak(self, n: int) -> float:
+        """TFLOPS on n rows: the probe's rate at the largest probed row count <= n (its smallest below), else the
+        device's peak."""
+        if not self.peak_by_rows:
+            return self.peak_tflops
+        probed = sorted(self.peak_by_rows)
+        return self.peak_by_rows[max([r for r in probed if r <= n], default=probed[0])]
 
 
 GPU_OVERHEAD_MS = 2.0  # estimate: ~28 layers x ~12 kernels x ~6 us launch each, eager PyTorch at batch 1
@@ -119,7 +131,7 @@ def t_ms(device: Device, shape: Shape, n: int, context: int = 120, weights_bytes
     """The roofline's time for a forward of n new tokens, ms."""
     w = weights_bytes if weights_bytes is not None else device.weight_bytes or shape.params * BYTES_PER_PARAM[device.weights]
     memory = bytes_read(shape, w, n, context) / (device.bandwidth_gb_s * GB)
-    compute = shape.flops(n, context) / (device.peak_tflops * 1e12)
+    compute = shape.flops(n, context) / (device.peak(n) * 1e12)
     return device.overhead_ms + max(memory, compute) * 1e3
 
 
@@ -134,12 +146,20 @@ def utilization(device: Device, shape: Shape, bytes_per_second: float) -> float:
 
 
 def this_machine(profile, shape: Shape, name: str = "this machine") -> Device:
-    """This machine as a Device: the profile's copy rate as bandwidth, an effective peak from its prompt pass, and the
-    overhead that makes the roofline's T(1) equal the measured one."""
-    peak = 2 * shape.params * profile.prefill_tokens_per_s / 1e12
-    device = Device(name, "measured", round(profile.bandwidth_gb_s, 2), round(peak, 4),
-                    f"measured here: memory copy rate {profile.bandwidth_gb_s:.1f} GB/s; effective peak = 2 x params x "
-                    f"prompt pass {profile.prefill_tokens_per_s:.0f} tokens/s; {profile.isa}, {profile.device}",
-                    weights=profile.target_repr, weight_bytes=profile.target_bytes)
+    """This machine as a Device: the profile's copy rate as bandwidth, its matmul probe's rate per row count as the
+    peak (the prompt pass's rate where an older profile has no probe), and the overhead that makes the roofline's T(1)
+    equal the measured one."""
+    probe = dict(profile.kernel_tflops) or None
+    if probe:
+        peak = max(probe.values())
+        how = ("matmul probe (the target's kernels on n rows, weights in cache), TFLOPS: "
+               + ", ".join(f"{v:.3f} ({n})" for n, v in sorted(probe.items())))
+    else:
+        peak = round(2 * shape.params * profile.prefill_tokens_per_s / 1e12, 4)
+        how = f"effective peak = 2 x params x prompt pass {profile.prefill_tokens_per_s:.0f} tokens/s"
+    device = Device(name, "measured", round(profile.bandwidth_gb_s, 2), peak,
+                    f"measured here: memory copy rate {profile.bandwidth_gb_s:.1f} GB/s; {how}; {profile.isa}, "
+                    f"{profile.device}", weights=profile.target_repr, weight_bytes=profile.target_bytes,
+                    peak_by_rows=probe)
     overhead = max(0.0, profile.T(1) - t_ms(device, shape, 1))
     return replace(device, overhead_ms=overhead)

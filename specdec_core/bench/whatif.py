@@ -20,10 +20,8 @@ from specdec_core.methods.recommend import prior, tree_size
 from specdec_core.methods.registry import REGISTRY
 from specdec_core.settings import MAX_DRAFT_TOKENS
 
-SIZES = (2, 4, 8)
+SIZES = (2, 4, 8)  # the T(n)/T(1) a row shows, and where the roofline is checked against the measured profile here
 CONTEXT = PROMPT_TOKENS  # tokens in the cache: the profile's prompt length
-CHECK_SIZES = (2, 4, 8)
-CONTEXT = PROMPT_TOKENS  # tokens in the cache: the profile's prompt length  # the roofline vs the measured profile on this machine
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def why(device: Device, shape: Shape, context: int) -> str:
     ratio = roofline.t_ms(device, shape, 8, context) / roofline.t_ms(device, shape, 1, context)
     w = device.weight_bytes or shape.params * roofline.BYTES_PER_PARAM.get(device.weights, 2.0)
     mem = roofline.bytes_read(shape, w, 1, context) / (device.bandwidth_gb_s * 1e9)
-    per_row = shape.flops(1, context) / (device.peak_tflops * 1e12)
+    per_row = shape.flops(1, context) / (device.peak(1) * 1e12)
     rows = mem / per_row if per_row else float("inf")
     if ratio <= 1.1:
         return (f"bandwidth bound: reading the weights ({w / 1e9:.2f} GB) takes {mem * 1e3:.2f} ms, the arithmetic of "
@@ -140,7 +138,9 @@ def row(device: Device, shape: Shape, draft_shape: Shape, profile, acceptance: A
         "name": device.name, "kind": label, "bandwidth_gb_s": device.bandwidth_gb_s,
         "peak_tflops": device.peak_tflops, "source": device.source, "estimate": device.estimate,
         "note": device.note, "weights": device.weights, "overhead_ms": round(device.overhead_ms, 3),
-        "t1_ms": round(t1, 3), "t_ratio": {str(n): round(target_ms(n) / t1, 3) for n in SIZES},
+        "t1_ms": round(t1, 3),
+        "t_ratio": measured_ratios(profile) if measured else {str(n): round(target_ms(n) / t1, 3) for n in SIZES},
+        "peak_by_rows": {str(n): v for n, v in sorted((device.peak_by_rows or {}).items())},
         "plain_tokens_per_s": round(1e3 / t1, 2),
         "predicted_speedup": speedups, "best_gamma": gammas,
         "utilization": {"plain": round(plain_util, 3), "speculative": spec_util and round(spec_util, 3),
@@ -155,9 +155,8 @@ def whatif(profile, shape: Shape, draft_shape: Shape, acceptance: Acceptance, me
     methods = methods or [m for m in REGISTRY if m != "ar"]
     here = roofline.this_machine(profile, shape)
     cap = min(MAX_DRAFT_TOKENS, max_verify_tokens - 1) if max_verify_tokens else MAX_DRAFT_TOKENS
-    measured_sizes = [n for n in CHECK_SIZES if n in profile.target_ms]
-    measured = {str(n): round(profile.T(n) / profile.T(1), 3) for n in measured_sizes}
-    modelled = roofline.t_ratio(here, shape, measured_sizes, PROMPT_TOKENS)  # where the profile measured
+    measured = measured_ratios(profile)
+    modelled = roofline.t_ratio(here, shape, [int(n) for n in measured], PROMPT_TOKENS)  # where the profile timed
     rows = [row(here, shape, draft_shape, profile, acceptance, methods, context, measured=True, max_tokens=cap)]
     rows += [row(d, shape, draft_shape, profile, acceptance, methods, context) for d in roofline.CATALOGUE]
     return {
@@ -168,6 +167,7 @@ def whatif(profile, shape: Shape, draft_shape: Shape, acceptance: Acceptance, me
             "error_pct": {n: round((modelled[n] / measured[n] - 1) * 100, 1) for n in measured},
             "calibrated_overhead_ms": round(here.overhead_ms, 2), "bandwidth_gb_s": here.bandwidth_gb_s,
             "effective_peak_tflops": here.peak_tflops, "source": here.source,
+            "probe_tflops": {str(n): v for n, v in sorted((here.peak_by_rows or {}).items())},
             "context_growth": context_growth(profile, here, shape),
         },
         "acceptance": {"source": acceptance.source, "per_position": acceptance.per_position,
@@ -177,6 +177,13 @@ def whatif(profile, shape: Shape, draft_shape: Shape, acceptance: Acceptance, me
         "formula": "T(n) = overhead + max(bytes read / bandwidth, FLOPs(n) / peak); speedup = E[tokens/round] x T(1) "
                    "/ (gamma x T_draft + T(gamma + 1)) at the best gamma",
     }
+
+
+def measured_ratios(profile) -> dict[str, float]:
+    """T(n)/T(1) where the profile timed n (SIZES): verify forwards, and llama.cpp's forwards past its exact batch,
+    timed for this check only."""
+    timed = {**profile.unverified_ms, **profile.target_ms}
+    return {str(n): round(timed[n] / timed[1], 3) for n in SIZES if n in timed}
 
 
 def context_growth(profile, here: Device, shape: Shape) -> dict:
