@@ -77,24 +77,33 @@ def _api():
 
 def matmul_seconds(qtype: int, k: int, sizes: tuple[int, ...], threads: int, repack: bool,
                    reps: int = 20) -> tuple[bool, dict[int, float]]:
-    """(repacked, {n: seconds}): one [m, k] weight of ggml type `qtype` times n rows, fastest of 3 bursts of `reps`.
-    `repacked` says whether llama.cpp's repacking buffer took the weight (only where asked and supported)."""
+    """(repacked, {n: seconds per weight row}): a cache-sized [m, k] weight of ggml type `qtype` times n rows, fastest
+    of 3 bursts of `reps`; in llama.cpp's repacking buffer where `repack` asks for it and that buffer takes such a
+    weight (`repacked` says which ran)."""
+    if repack and (seconds := _timed(qtype, k, sizes, threads, True, reps)) is not None:
+        return True, seconds
+    return False, _timed(qtype, k, sizes, threads, False, reps)
+
+
+def _timed(qtype: int, k: int, sizes: tuple[int, ...], threads: int, repack: bool, reps: int) -> dict[int, float] | None:
+    """matmul_seconds' timing; None where the repacking buffer is asked for and does not take the weight (llama.cpp's
+    loader keeps such a weight plain, by the same supports_op test)."""
     g = _api()
+    if repack and not g["extra_bufts"]:
+        return None
     m = max(16, PROBE_BYTES // g["row_size"](qtype, k) // 16 * 16)
     ctx_w = g["init"](_InitParams(1 << 16, None, True))
     ctx = g["init"](_InitParams(1 << 22, None, True))
     backend = g["cpu_init"]()
-    buffers, repacked = [], False
+    buffers = []
     try:
         g["threads"](backend, threads)
         weight = g["new_2d"](ctx_w, qtype, k, m)
         rows = {n: g["new_2d"](ctx, F32, k, n) for n in sizes}
         outs = {n: g["mul_mat"](ctx, weight, rows[n]) for n in sizes}
-        repacked = bool(repack and g["extra_bufts"])
-        buffers.append(g["alloc"](ctx_w, g["extra_bufts"][0] if repacked else g["cpu_buft"]()))
-        if repacked and not g["supports"](g["dev"], outs[sizes[0]]):
-            repacked = None  # llama.cpp's loader keeps such a weight plain: probe it so (below, fresh tensors)
-            return False, {}
+        buffers.append(g["alloc"](ctx_w, g["extra_bufts"][0] if repack else g["cpu_buft"]()))
+        if repack and not g["supports"](g["dev"], outs[sizes[0]]):
+            return None
         rng = np.random.default_rng(0)
         values = rng.standard_normal((m, k), dtype=np.float32)
         packed = np.zeros(g["row_size"](qtype, k) * m, dtype=np.uint8)
@@ -114,16 +123,14 @@ def matmul_seconds(qtype: int, k: int, sizes: tuple[int, ...], threads: int, rep
                 for _ in range(reps):
                     g["compute"](backend, graph)
                 best = min(best, (time.perf_counter() - t0) / reps)
-            seconds[n] = best / m  # per weight row
-        return repacked, seconds
+            seconds[n] = best / m
+        return seconds
     finally:
         for b in buffers:
             g["buffer_free"](b)
         g["free"](ctx)
         g["free"](ctx_w)
         g["backend_free"](backend)
-        if repacked is None:
-            return matmul_seconds(qtype, k, sizes, threads, False, reps)
 
 
 def model_tflops(weights: list[tuple[int, int, int]], sizes: tuple[int, ...], threads: int,

@@ -12,6 +12,7 @@ import hashlib
 import json
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,15 @@ ROOFLINE_SIZES = (1, 2, 3, 4, 8)  # rows the matmul probe times (and T(n) is tim
 VERSION = 8  # 3: EAGLE drafters timed with the prompt's features (they proposed nothing before); 4: T(17) measured;
 # 5: T(n) after LONG_CONTEXT tokens too; 6: llama.cpp's weights repacked (its default); 7: drafters' catch-up timed;
 # 8: the matmul probe (kernel_tflops) and T(n) past llama.cpp's exact batch (unverified_ms), for the roofline
-CATCH_UP = ":catch-up"  # a drafter timer under "<method>:catch-up" times that drafter's catch-up per token
+
+
+@dataclass(frozen=True)
+class Timers:
+    """What the profile times per method, each a fn(prompt ids) -> ms: a drafting step per drafted token (`step`), and
+    for a drafter with its own cache the catch-up per token it forwards (`catch_up`)."""
+
+    step: dict[str, Callable[[list[int]], float]]
+    catch_up: dict[str, Callable[[list[int]], float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,16 +177,16 @@ def weight_bytes(lm: LanguageModel) -> int:
 
 
 @torch.inference_mode()
-def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: str, methods: list[str],
+def measure(target: LanguageModel, timers: Timers, draft_repr: str, methods: list[str],
             progress: bool = True) -> Profile:
-    """Time the target for SIZES, each drafter's step (`drafters`: method -> fn(prefix ids) timing one step in ms),
-    a prompt pass and a memory copy."""
+    """Time the target for SIZES, each drafter's step and catch-up (`timers`), a prompt pass, the target's matmul
+    kernels (the roofline's probe) and a memory copy."""
     vocab = min(target.vocab_size, 30000)
     prompt = [(1000 + 37 * i) % vocab for i in range(PROMPT_TOKENS)]
     rows = getattr(target, "max_verify_tokens", None)  # a backend verifying at most this many rows exactly
     sizes = [n for n in SIZES if rows is None or n <= rows] + ([rows] if rows and rows not in SIZES else [])
     unverified = [n for n in ROOFLINE_SIZES if n not in sizes] if hasattr(target, "forward_unverified") else []
-    steps = len(sizes) + len(drafters) + 4
+    steps = len(sizes) + len(timers.step) + len(timers.catch_up) + 4
     with tqdm(total=steps, desc="profile", unit="step", disable=not progress) as bar:
         cache = new_cache(target)
         t0 = time.perf_counter()
@@ -228,11 +237,11 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
                 long_ms[n] = round(best_ms(long_step, 3), 2)
         bar.update()
         draft_ms, catch_up_ms = {}, {}
-        for key, fn in drafters.items():
-            if key.endswith(CATCH_UP):
-                catch_up_ms[key.removesuffix(CATCH_UP)] = round(fn(prompt), 3)
-            else:
-                draft_ms[key] = round(fn(prompt), 2)
+        for method, fn in timers.step.items():
+            draft_ms[method] = round(fn(prompt), 2)
+            bar.update()
+        for method, fn in timers.catch_up.items():
+            catch_up_ms[method] = round(fn(prompt), 3)
             bar.update()
         bw = bandwidth_gb_s(target.device)
         bar.update()
@@ -244,15 +253,15 @@ def measure(target: LanguageModel, drafters: dict[str, callable], draft_repr: st
                    unverified_ms=unverified_ms)
 
 
-def get(target: LanguageModel, drafters, draft_repr: str, methods: list[str], progress: bool = True, say=print,
-        refresh: bool = False) -> Profile:
-    """The cached profile for this machine and these models, measured (and cached) when missing. `drafters`: the
-    timers (method -> fn), or a function making them (called only when measuring); `methods`: every registered
-    method (part of the cache key)."""
+def get(target: LanguageModel, timers: Timers | Callable[[], Timers], draft_repr: str, methods: list[str],
+        progress: bool = True, say=print, refresh: bool = False) -> Profile:
+    """The cached profile for this machine and these models, measured (and cached) when missing. `timers`: the
+    drafters' timers, or a function making them (called only when measuring); `methods`: every registered method
+    (part of the cache key)."""
     key = machine_key(target, draft_repr, methods)
     if not refresh and (cached := load_cached(key, say)) is not None:
         return cached
-    profile = measure(target, drafters() if callable(drafters) else drafters, draft_repr, methods, progress)
+    profile = measure(target, timers() if callable(timers) else timers, draft_repr, methods, progress)
     path = cache_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -61,14 +61,14 @@ def catch_up_timer(drafter, target: LanguageModel, behind: int = CATCH_UP_BEHIND
     return timer
 
 
-def drafter_timers(target: LanguageModel, draft: LanguageModel | None, options: MethodOptions | None = None) -> dict:
-    """A timer per method whose drafter can be built here (no draft model, no Medusa heads: left out); for a method
-    whose drafter keeps its own cache, also its catch-up timer (under "<method>" + CATCH_UP)."""
+def drafter_timers(target: LanguageModel, draft: LanguageModel | None,
+                   options: MethodOptions | None = None) -> machine.Timers:
+    """A step timer per method whose drafter can be built here (no draft model, no Medusa heads: left out), and a
+    catch-up timer for each whose drafter keeps its own cache."""
     drafters, _ = buildable(target, draft, options or MethodOptions())
-    timers = {method: drafter_timer(drafter, target) for method, drafter in drafters.items()}
-    timers |= {method + machine.CATCH_UP: catch_up_timer(drafter, target) for method, drafter in drafters.items()
-               if REGISTRY[method].catches_up}
-    return timers
+    return machine.Timers({method: drafter_timer(drafter, target) for method, drafter in drafters.items()},
+                          {method: catch_up_timer(drafter, target) for method, drafter in drafters.items()
+                           if REGISTRY[method].catches_up})
 
 
 def profile(target: LanguageModel, draft: LanguageModel, options: MethodOptions | None = None, progress: bool = True,
