@@ -16,7 +16,6 @@ from specdec_core.backends import roofline
 from specdec_core.backends.profile import LONG_CONTEXT, PROMPT_TOKENS
 from specdec_core.backends.roofline import Device, Shape
 from specdec_core.core.metrics import expected_tokens_from_positions
-from specdec_core.core.schedule import MARGIN
 from specdec_core.methods.recommend import prior, tree_size
 from specdec_core.methods.registry import REGISTRY
 from specdec_core.settings import MAX_DRAFT_TOKENS
@@ -67,7 +66,7 @@ def best(per_position: list[float], target_ms, draft_ms: float, tree_nodes: int 
     rates = {g: expected_tokens_from_positions(per_position, g) * t1 / (g * draft_ms + target_ms(g + 1))
              for g in range(1, max_tokens + 1)}
     g = max(rates, key=rates.get)
-    return (g, rates[g]) if rates[g] >= 1 + MARGIN else (0, 1.0)  # as the cost-aware length decides
+    return (g, rates[g]) if rates[g] > 1.0 else (0, 1.0)
 
 
 def why(device: Device, shape: Shape, context: int) -> str:

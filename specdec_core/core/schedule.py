@@ -16,9 +16,6 @@ FREE_ROW = 0.02  # a tree's extra node rides along where one more verified row c
 PROBE_EVERY = 8  # this often, draft one token more than is predicted to pay (one where none would), to keep measuring
 # (unless no acceptance at all could pay here: `could_pay`)
 PROBE_BEHIND = 32  # ... and never when a drafter with its own cache would first catch up over more tokens than this
-MARGIN = 0.03  # a length drafts only where predicted to beat plain decoding by this much: near break-even, per-round
-# costs the model leaves out make drafting lose (Zen 4, EAGLE on Spec-Bench summarisation, α 0.18 against a break-even
-# of 0.20: predicted 0.97-0.98x, measured 0.94x twice, drafting 1 token in 45 of 51 rounds on one prompt)
 
 
 def perfect_draft_speedup(cost: "Cost", max_tokens: int, context: int | None = None) -> tuple[float, int]:
@@ -126,8 +123,8 @@ class DraftLengthSchedule:
 
     def _best(self) -> int:
         best = max(range(self.config.max_adaptive_tokens + 1), key=self.expected_rate)
-        if best and (self.expected_rate(best) < (1 + MARGIN) * self.expected_rate(0) or not self._catch_up_repaid(best)):
-            best = 0
+        if best and not self._catch_up_repaid(best):
+            return 0
         if self.rounds % PROBE_EVERY or not self.could_pay() or not self._probe_is_cheap():
             return best
         return min(best + 1, self.config.max_adaptive_tokens)  # a probe: one position further than pays, to measure it
