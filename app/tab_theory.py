@@ -64,12 +64,12 @@ def machine_sentence() -> str:
     p = STORE.profile
     if p is None:
         return "*This machine's cost of a 5-token pass appears here once the page has measured its cost profile.*"
-    five = p.T(5) / p.T(1)
+    five = p.timed(5) / p.T(1)
     verdict = ("about the same as one: verification is nearly free here" if five < 1.3 else
                "clearly more than one: each checked guess costs time here" if five < 2.5 else
                "several times one: here a guess must be right very often to pay")
     return (f"**On this machine** ({p.isa}, target {p.target_repr}), the profile measured a pass over 5 new tokens at "
-            f"{p.T(5):.0f} ms against {p.T(1):.0f} ms for one ({five:.2f}×): {verdict}.")
+            f"{p.timed(5):.0f} ms against {p.T(1):.0f} ms for one ({five:.2f}×): {verdict}.")
 
 
 def cost_curve_handler(record=None):
@@ -86,10 +86,10 @@ def cost_curve_handler(record=None):
     sizes = sorted(n for n in {**p.unverified_ms, **p.target_ms} if n <= 16)
     curves = {d.name: {n: roofline.t_ms(d, shape, n) / roofline.t_ms(d, shape, 1) for n in sizes}
               for d in (roofline.this_machine(p, shape, "this machine"),) + roofline.CATALOGUE}
-    verdict = ("nearly free" if p.T(6) / p.T(1) < 1.3 else "far from free")
+    verdict = ("nearly free" if p.timed(6) / p.T(1) < 1.3 else "far from free")
     errors = ", ".join(f"T({n})/T(1) {here['measured_t_ratio'][n]:.2f} measured vs {here['roofline_t_ratio'][n]:.2f} "
                        f"roofline" for n in here["measured_t_ratio"])
-    note = (f"**On this machine verifying is {verdict}:** a forward of 6 tokens costs {p.T(6) / p.T(1):.2f}× one step "
+    note = (f"**On this machine verifying is {verdict}:** a forward of 6 tokens costs {p.timed(6) / p.T(1):.2f}× one step "
             f"(T(1) = {p.T(1):.0f} ms, target {p.target_repr}, {p.isa}). One step reads {p.target_bytes / 1e9:.2f} GB "
             f"at {p.bandwidth_gb_s:.1f} GB/s copy bandwidth: utilization {p.utilization:.0%}. The race's prediction "
             f"uses these measured costs. The thin lines are a roofline, T(n) ≈ overhead + max(bytes / bandwidth, "

@@ -86,6 +86,9 @@ def test_whatif_checks_the_roofline_where_the_profile_timed_past_the_exact_batch
     assert set(here["error_pct"]) == {"2", "4", "8"} and here["probe_tflops"]["4"] == 0.129
     assert report["devices"][0]["t_ratio"] == here["measured_t_ratio"]
     assert report["devices"][0]["best_gamma"]["draft"] <= 2  # never past the exact batch
+    # the page's "a forward of 6 tokens costs" reads the timed curve; verification plans with the verify forwards only
+    assert ZEN4_LLAMACPP.timed(6) == pytest.approx((106.0 + 238.1) / 2)
+    assert ZEN4_LLAMACPP.T(6) == pytest.approx(86.0 + 3 * (86.0 - 61.9))
 
 
 def test_best_length_is_plain_decoding_where_nothing_pays():

@@ -35,6 +35,7 @@ from gguf import GGUFReader, LlamaFileType
 from transformers import AutoTokenizer
 
 from specdec_core.backends.exact import SELF_CHECK
+from specdec_core.backends.ggml_kernels import model_tflops
 from specdec_core.backends.representation import cpuinfo
 from specdec_core.backends.models import EMBEDDED, ModelLoadError, assemble_gguf, cache_root, embedded_dir
 from specdec_core.core.config import ConfigError
@@ -233,8 +234,6 @@ class LlamaCppModel:
         """{n: TFLOPS} this model's matmuls reach on n rows, from ggml's kernels on cache-resident weights
         (backends/ggml_kernels.py): every matmul weight of the GGUF (the token table only where the output reuses
         it), with this model's threads and repacking."""
-        from specdec_core.backends.ggml_kernels import model_tflops
-
         tensors = [t for t in GGUFReader(str(self.path)).tensors if len(t.shape) == 2]
         tied = not any(t.name == "output.weight" for t in tensors)
         weights = [(int(t.tensor_type), int(t.shape[0]), int(t.shape[1])) for t in tensors

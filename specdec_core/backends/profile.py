@@ -79,6 +79,11 @@ class Profile:
                  / (LONG_CONTEXT - PROMPT_TOKENS) * n / m)
         return max(0.6 * short, short + slope * (context - PROMPT_TOKENS))
 
+    def timed(self, n: int) -> float:
+        """ms for a forward of n tokens as timed, past an exact verify batch too (llama.cpp's `unverified_ms`): what
+        the page shows and the roofline is checked against, never what a verify plans with (`T`)."""
+        return _interpolate({**self.unverified_ms, **self.target_ms}, n)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
