@@ -1,8 +1,8 @@
 """The landing race as a person runs it: start app.py, open the page in headless Chromium (Debian's) on this same
 machine, click Race N times (default 3) with the page's defaults and read the cards (speculative and plain tok/s,
 speedup). A screenshot of the last race goes to out/screenshots/race-browser.png.
-COMPARE=1 then opens the Compare tab, clicks Compare ▶ once with its defaults (the Race tab's prompt, every method),
-prints the wall time from the click to "Done", the table and the verdict, and screenshots out/screenshots/compare.png.
+THEORY=1 then opens the Theory tab and screenshots out/screenshots/theory-browser.png. COMPARE=1 opens the Compare
+tab, clicks Compare ▶ once with its defaults (the Race tab's prompt, every method), prints the wall time from the click to "Done", the table and the verdict, and screenshots out/screenshots/compare.png.
 It races once the page has measured the cost profile (WAIT_PROFILE=0: at once, racing beside the measurement).
 Run from the repo root: N=3 python docs/scripts/race_browser.py   (under ../shared/tools/avx2 for the AVX2 setting)"""
 import os
@@ -32,6 +32,11 @@ with app_server() as url:
                                     for label in ("speculative tok/s", "plain tok/s", "speedup"))
             print(f"race {i}: speculative {spec} tok/s, plain {plain} tok/s, speedup {speedup}x", flush=True)
         page.screenshot(path="out/screenshots/race-browser.png", full_page=True)
+        if os.environ.get("THEORY") == "1":  # the Theory tab after the races: the cost curves and the device bars
+            page.get_by_role("tab", name="Theory").click()
+            page.wait_for_selector("text=carried to each device", timeout=120_000)
+            page.wait_for_timeout(2000)
+            page.screenshot(path="out/screenshots/theory-browser.png", full_page=True)
         if os.environ.get("COMPARE") == "1":
             page.get_by_role("tab", name="Compare").click()
             t = time.time()
