@@ -124,7 +124,7 @@ def cost_curve_figure(profile, roofline: dict[str, dict[int, float]] | None = No
     """This machine's T(n) / T(1) for a target forward of n tokens, beside the 'free verification' the textbook
     formula assumes (1 for every n), 'no batching at all' (n) and, when given, each device's roofline T(n) / T(1)
     (device name -> {n: ratio}; thin lines: a model, not a measurement)."""
-    timed = {**profile.unverified_ms, **profile.target_ms}  # llama.cpp: forwards past its exact batch, timed only
+    timed = profile.timed_ms  # llama.cpp: its forwards past the exact batch too, timed only
     ns = sorted(timed)
     t1 = profile.target_ms[1]
     fig = go.Figure()

@@ -83,7 +83,7 @@ def cost_curve_handler(record=None):
     shapes = _shapes(models)
     report = _report(record, profile, models, shapes)
     p, here, shape = profile, report["this_machine"], shapes[0]
-    sizes = sorted(n for n in {**p.unverified_ms, **p.target_ms} if n <= 16)
+    sizes = sorted(n for n in p.timed_ms if n <= 16)
     curves = {d.name: {n: roofline.t_ms(d, shape, n) / roofline.t_ms(d, shape, 1) for n in sizes}
               for d in (roofline.this_machine(p, shape, "this machine"),) + roofline.CATALOGUE}
     verdict = ("nearly free" if p.timed(6) / p.T(1) < 1.3 else "far from free")

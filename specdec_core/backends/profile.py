@@ -79,10 +79,15 @@ class Profile:
                  / (LONG_CONTEXT - PROMPT_TOKENS) * n / m)
         return max(0.6 * short, short + slope * (context - PROMPT_TOKENS))
 
+    @property
+    def timed_ms(self) -> dict[int, float]:
+        """n -> ms of every forward timed, past an exact verify batch too (llama.cpp's `unverified_ms`): what the page
+        shows and the roofline is checked against, never what a verify plans with (`T`)."""
+        return {**self.unverified_ms, **self.target_ms}
+
     def timed(self, n: int) -> float:
-        """ms for a forward of n tokens as timed, past an exact verify batch too (llama.cpp's `unverified_ms`): what
-        the page shows and the roofline is checked against, never what a verify plans with (`T`)."""
-        return _interpolate({**self.unverified_ms, **self.target_ms}, n)
+        """ms for a forward of n tokens along `timed_ms`, interpolated between the sizes timed."""
+        return _interpolate(self.timed_ms, n)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -188,6 +193,7 @@ def measure(target: LanguageModel, timers: Timers, draft_repr: str, methods: lis
     kernels (the roofline's probe) and a memory copy."""
     vocab = min(target.vocab_size, 30000)
     prompt = [(1000 + 37 * i) % vocab for i in range(PROMPT_TOKENS)]
+    new = lambda last, n: [last] + [(7 + 13 * i) % vocab for i in range(n - 1)]  # noqa: E731 - a forward's n tokens
     rows = getattr(target, "max_verify_tokens", None)  # a backend verifying at most this many rows exactly
     sizes = [n for n in SIZES if rows is None or n <= rows] + ([rows] if rows and rows not in SIZES else [])
     unverified = [n for n in ROOFLINE_SIZES if n not in sizes] if hasattr(target, "forward_unverified") else []
@@ -202,7 +208,7 @@ def measure(target: LanguageModel, timers: Timers, draft_repr: str, methods: lis
         target_ms = {}
         for sweep in range(2):  # two sweeps, best of both: a shape's first forwards can pay set-up (T(1) > T(2) seen)
             for n in sizes:
-                ids = prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
+                ids = new(prompt[-1], n)
 
                 def step():
                     target.forward(ids, cache)
@@ -214,7 +220,7 @@ def measure(target: LanguageModel, timers: Timers, draft_repr: str, methods: lis
                 bar.update(sweep)
         unverified_ms = {}
         for n in unverified:
-            ids = prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
+            ids = new(prompt[-1], n)
 
             def wide_step():
                 target.forward_unverified(ids, cache)
@@ -232,7 +238,7 @@ def measure(target: LanguageModel, timers: Timers, draft_repr: str, methods: lis
             verify_rows = getattr(target, "verify_rows", lambda cached: None)
             exact_rows = verify_rows(LONG_CONTEXT - 1) or max(sizes)
             for n in [n for n in LONG_SIZES if n in sizes and n <= exact_rows]:
-                ids = long_prompt[-1:] + [(7 + 13 * i) % vocab for i in range(n - 1)]
+                ids = new(long_prompt[-1], n)
 
                 def long_step():
                     target.forward(ids, cache)

@@ -182,8 +182,8 @@ def whatif(profile, shape: Shape, draft_shape: Shape, acceptance: Acceptance, me
 def measured_ratios(profile) -> dict[str, float]:
     """T(n)/T(1) where the profile timed n (SIZES): verify forwards, and llama.cpp's forwards past its exact batch,
     timed for this check only."""
-    timed = {**profile.unverified_ms, **profile.target_ms}
-    return {str(n): round(profile.timed(n) / profile.timed(1), 3) for n in SIZES if n in timed}
+    timed = profile.timed_ms
+    return {str(n): round(timed[n] / timed[1], 3) for n in SIZES if n in timed}
 
 
 def context_growth(profile, here: Device, shape: Shape) -> dict:
